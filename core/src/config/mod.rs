@@ -1,0 +1,195 @@
+//! The run configuration: one TOML document, every key with a default, every section
+//! `deny_unknown_fields`. Resolution order: defaults ← `--config FILE` ← flags ← `--set
+//! key=value` (see [`load`]). Plugin names are checked against the registry by
+//! [`RunConfig::validate`].
+
+mod load;
+mod loss;
+mod trainer;
+
+pub use load::{Overrides, parse_set};
+pub use loss::{AdvantageConfig, LossConfig};
+pub use trainer::{EvalConfig, OutputConfig, TrainerConfig};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::registry::{self, AdvantagePlugin, EnvPlugin, Kind, LossPlugin, SandboxPlugin};
+use crate::{BackendKind, ConfigError};
+
+/// Everything `arl run` needs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub env: EnvConfig,
+    pub sandbox: SandboxConfig,
+    pub model: ModelConfig,
+    pub sampling: SamplingConfig,
+    pub loss: LossConfig,
+    pub advantage: AdvantageConfig,
+    pub trainer: TrainerConfig,
+    pub eval: EvalConfig,
+    pub output: OutputConfig,
+}
+
+/// Which gym, and how its episodes run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvConfig {
+    /// Registered env name (`arl list`).
+    pub name: String,
+    /// Seed of the task bank (task generation and splits).
+    pub seed: u64,
+    /// Replace function and variable names so the name carries no hint about the bug.
+    pub randomize_names: bool,
+    /// Assistant turns per episode.
+    pub max_turns: u32,
+    /// Tool calls honoured per assistant turn; further calls are malformed.
+    pub max_calls_per_turn: u32,
+    /// The env's own settings, checked by the env when it is built.
+    pub options: Map<String, Value>,
+}
+
+impl Default for EnvConfig {
+    fn default() -> Self {
+        Self {
+            name: "sum".into(),
+            seed: 0,
+            randomize_names: true,
+            max_turns: 6,
+            max_calls_per_turn: 4,
+            options: Map::new(),
+        }
+    }
+}
+
+/// Where model-influenced code runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Registered sandbox name (`arl list`).
+    pub name: String,
+    /// Wall-clock limit per job, seconds; the job's process group is killed after it.
+    pub timeout_s: f64,
+    pub cpu_s: u64,
+    pub memory_mb: u64,
+    /// Largest file a job may write, KiB.
+    pub file_size_kb: u64,
+    /// Bytes of stdout and of stderr kept per job, KiB.
+    pub output_kb: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self { name: "rlimit".into(), timeout_s: 10.0, cpu_s: 5, memory_mb: 1024, file_size_kb: 1024, output_kb: 64 }
+    }
+}
+
+impl SandboxConfig {
+    pub fn limits(&self) -> crate::Limits {
+        crate::Limits {
+            wall_timeout: std::time::Duration::from_secs_f64(self.timeout_s),
+            cpu_seconds: self.cpu_s,
+            memory_bytes: self.memory_mb << 20,
+            file_size_bytes: self.file_size_kb << 10,
+            output_bytes: (self.output_kb << 10) as usize,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F32,
+    Bf16,
+    F16,
+}
+
+/// The policy: a checkpoint and where it runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// A model directory, a repo id in the local Hugging Face cache (`Qwen/Qwen3-0.6B`), or a
+    /// built-in preset name. Nothing is ever downloaded.
+    pub source: String,
+    pub backend: BackendKind,
+    /// GPU ordinal for `cuda` and `tch-cuda`.
+    pub device_index: usize,
+    pub dtype: DType,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32 }
+    }
+}
+
+/// How episodes are sampled. The defaults (temperature 1, no truncation) make the
+/// sampler's distribution the one the trainer differentiates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SamplingConfig {
+    pub temperature: f64,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f64>,
+    /// New tokens per assistant turn; unset means the env's default (64 for `edit`, 256
+    /// for `tools`).
+    pub max_new_tokens: Option<u32>,
+}
+
+impl Default for SamplingConfig {
+    fn default() -> Self {
+        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None }
+    }
+}
+
+impl RunConfig {
+    /// Check every plugin name against the registry and every value that serde cannot;
+    /// the error names the key and the valid choices.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check::<EnvPlugin>("env.name", &self.env.name)?;
+        check::<SandboxPlugin>("sandbox.name", &self.sandbox.name)?;
+        check::<LossPlugin>("loss.name", &self.loss.name)?;
+        check::<AdvantagePlugin>("advantage.name", &self.advantage.name)?;
+        self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
+        let positive = [
+            ("trainer.group_size", self.trainer.group_size as f64),
+            ("trainer.prompts", self.trainer.prompts as f64),
+            ("trainer.epochs", self.trainer.epochs as f64),
+            ("trainer.minibatches", self.trainer.minibatches as f64),
+            ("env.max_turns", self.env.max_turns as f64),
+            ("sandbox.timeout_s", self.sandbox.timeout_s),
+            ("sampling.temperature", self.sampling.temperature),
+        ];
+        for (key, value) in positive {
+            if !(value > 0.0) {
+                return Err(invalid(key, format!("must be greater than 0, got {value}")));
+            }
+        }
+        if let Some(p) = self.sampling.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(invalid("sampling.top_p", format!("must be in (0, 1], got {p}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML (what `arl config show` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a RunConfig always serializes")
+    }
+
+    /// JSON Schema of the whole document.
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(RunConfig)).expect("schema is JSON")
+    }
+}
+
+fn check<P: Kind>(key: &str, name: &str) -> Result<(), ConfigError> {
+    registry::get::<P>(name).map(|_| ()).map_err(|e| invalid(key, e.to_string()))
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.to_string(), message: message.into() }
+}

@@ -1,0 +1,50 @@
+//! Environments: a task bank and multi-turn episodes over it. Text in, text out — an
+//! environment never sees a token id or a tensor.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{EnvError, EpisodeStats, Message, ParsedCall, Split, Task, ToolResult, ToolSchema};
+
+/// A gym: its tasks, the tools it offers, and a way to start episodes.
+pub trait Env: Send + Sync {
+    /// The tasks of a split, in a fixed order (deterministic for a given config).
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError>;
+    /// Tool schemas shown to the model (empty for an environment without tools).
+    fn tools(&self) -> Vec<ToolSchema>;
+    /// Start an episode on `task`.
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError>;
+}
+
+/// One live episode. The rollout engine calls [`EnvSession::step`] once per sampled
+/// assistant turn, and [`EnvSession::finish`] when the turn budget runs out first.
+pub trait EnvSession: Send {
+    /// The opening messages (system and user) the episode starts from.
+    fn messages(&self) -> &[Message];
+    /// Act on one assistant turn: run its tool calls (observations follow), or, when the
+    /// turn has no call, treat it as the final answer (the episode is done).
+    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError>;
+    /// Grade the episode as it stands (the turn budget is exhausted).
+    fn finish(&mut self) -> Result<Outcome, EnvError>;
+}
+
+/// One sampled assistant turn: its decoded text and the calls parsed from it.
+/// No calls means a final answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantTurn {
+    pub text: String,
+    pub calls: Vec<ParsedCall>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Step {
+    /// Tool results, one per call in order; they become the next user turn.
+    Observe(Vec<ToolResult>),
+    Done(Outcome),
+}
+
+/// The end of an episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub reward: f64,
+    pub stats: EpisodeStats,
+}

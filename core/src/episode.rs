@@ -1,0 +1,72 @@
+//! Episodes as the trainer consumes them: exactly the token ids the sampler produced,
+//! which of them the policy generated, the sampler's log-probabilities, and the reward.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Message;
+
+/// Per-episode counters. The named fields are common to every gym; `counters` holds an
+/// environment's own (e.g. `edit_before_read` for the tools gym).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EpisodeStats {
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub malformed_calls: u32,
+    pub failed_calls: u32,
+    /// The episode ended because the turn budget ran out, not with a final answer.
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl EpisodeStats {
+    pub fn bump(&mut self, counter: &str) {
+        *self.counters.entry(counter.to_string()).or_default() += 1;
+    }
+}
+
+/// A finished episode, token-exact.
+///
+/// Invariants: `ids`, `policy_mask`, `sampler_logprobs` and `turn_ids` have equal length;
+/// `sampler_logprobs[t]` is the log-probability of `ids[t]` under the distribution it was
+/// sampled from where `policy_mask[t]`, and 0 elsewhere; `turn_ids[t]` is the assistant turn
+/// (0-based) that produced token t, or -1 for prompt and observation tokens.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub task_id: String,
+    /// Episodes of one task in one step share a group (for group-relative advantages).
+    pub group: usize,
+    pub ids: Vec<u32>,
+    pub policy_mask: Vec<bool>,
+    pub sampler_logprobs: Vec<f32>,
+    pub turn_ids: Vec<i32>,
+    pub reward: f64,
+    pub stats: EpisodeStats,
+    /// The conversation as messages, for transcripts (never re-tokenized).
+    pub messages: Vec<Message>,
+}
+
+impl Episode {
+    /// Check the length invariants; returns a description of the first violation.
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.ids.len();
+        for (what, len) in [
+            ("policy_mask", self.policy_mask.len()),
+            ("sampler_logprobs", self.sampler_logprobs.len()),
+            ("turn_ids", self.turn_ids.len()),
+        ] {
+            if len != n {
+                return Err(format!("episode {}: {what} has {len} entries, ids has {n}", self.task_id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of policy (generated) tokens.
+    pub fn policy_tokens(&self) -> usize {
+        self.policy_mask.iter().filter(|m| **m).count()
+    }
+}

@@ -1,0 +1,44 @@
+//! arl-core — the ground floor of arl.
+//!
+//! It owns the plugin traits ([`Env`], [`ToolSet`], [`Sandbox`], [`AdvantageFn`],
+//! [`PolicyLoss`]), the data that flows between them (messages, tool calls and their
+//! outcomes, tasks, episodes with token ids and masks), the run configuration, and the
+//! `inventory`-based plugin [`registry`].
+//!
+//! It deliberately knows no model, no environment and no concrete backend: environments,
+//! tool sets and sandboxes are text in, text out and never see a tensor; only the loss
+//! interface ([`loss`]) touches tensors, through burn's `Dispatch` backend, so the same
+//! `Box<dyn PolicyLoss>` runs on every device.
+//!
+//! Cargo features (all off by default): `cuda` compiles burn-cuda into `Dispatch`, `tch`
+//! compiles libtorch into it. The CPU backend (burn-flex) is always there.
+
+pub mod advantage;
+pub mod backend;
+pub mod config;
+pub mod env;
+pub mod episode;
+pub mod error;
+pub mod loss;
+pub mod message;
+pub mod registry;
+pub mod sandbox;
+pub mod task;
+pub mod tool;
+
+pub use advantage::{AdvantageFn, AdvantageInput};
+pub use backend::BackendKind;
+pub use config::RunConfig;
+pub use env::{AssistantTurn, Env, EnvSession, Outcome, Step};
+pub use episode::{Episode, EpisodeStats};
+pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
+pub use loss::{Aggregation, LossInput, LossMetrics, PolicyLoss, TokenLoss};
+pub use message::{Message, Role};
+pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
+pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};
+pub use task::{Split, Task};
+pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace};
+
+/// Re-exported so the [`register!`] macro works in crates that do not depend on inventory.
+#[doc(hidden)]
+pub use inventory as __inventory;

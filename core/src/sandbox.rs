@@ -1,0 +1,83 @@
+//! Sandboxes run model-influenced Python in isolation. A job that crashes, hangs or
+//! misbehaves is an [`JobOutcome`], never an error of the caller: only a sandbox that
+//! cannot start a job at all returns [`SandboxError`](crate::SandboxError).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::SandboxError;
+
+/// A file copied into the job's fresh directory (`path` is relative to it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    pub path: String,
+    pub contents: String,
+}
+
+/// Resource limits of one job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall clock; the whole process group is killed after it.
+    pub wall_timeout: Duration,
+    pub cpu_seconds: u64,
+    pub memory_bytes: u64,
+    /// Largest file the job may write.
+    pub file_size_bytes: u64,
+    /// Bytes kept of stdout and of stderr each; the rest is dropped and flagged.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            wall_timeout: Duration::from_secs(10),
+            cpu_seconds: 5,
+            memory_bytes: 1 << 30,
+            file_size_bytes: 1 << 20,
+            output_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Run `python <entry> <args…>` in a directory holding `files`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub files: Vec<JobFile>,
+    pub entry: String,
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+    pub limits: Limits,
+}
+
+impl Job {
+    pub fn python(entry: impl Into<String>, files: Vec<JobFile>) -> Self {
+        Self { files, entry: entry.into(), args: Vec::new(), stdin: None, limits: Limits::default() }
+    }
+}
+
+/// How a job ended, with its (capped) output and the resources it used.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobOutcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub wall_ms: u64,
+    pub cpu_ms: Option<u64>,
+    pub max_rss_kb: Option<u64>,
+}
+
+impl JobOutcome {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+pub trait Sandbox: Send + Sync {
+    fn name(&self) -> &str;
+    fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError>;
+}

@@ -1,0 +1,110 @@
+//! Tools: the schemas a model is shown, parsed calls, and what a call came to.
+//!
+//! A call the parser cannot make sense of (bad JSON, unknown tool, arguments that do not
+//! fit the schema) is *malformed*; a well-formed call the tool rejects (an Edit whose
+//! `old_string` is absent) is *failed*; the two are counted separately in statistics.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::{EpisodeStats, Sandbox, Task};
+
+/// A tool as the chat template expects it: the OpenAI function format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolSchema {
+    /// Build from a Rust argument type with schemars (the type's doc comments become
+    /// descriptions). The `$schema` and `title` keys schemars adds are dropped: templates
+    /// print the schema verbatim and models never saw them.
+    pub fn from_type<T: JsonSchema>(name: &str, description: &str) -> Self {
+        let mut parameters = serde_json::to_value(schemars::schema_for!(T)).expect("schema is JSON");
+        if let Value::Object(map) = &mut parameters {
+            map.remove("$schema");
+            map.remove("title");
+        }
+        Self { name: name.to_string(), description: description.to_string(), parameters }
+    }
+
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`, keys in
+    /// that order (templates serialize with insertion order, as HF does).
+    pub fn to_openai(&self) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
+    }
+}
+
+/// A well-formed call: a tool name and its arguments object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCall {
+    pub name: String,
+    pub arguments: Map<String, Value>,
+}
+
+/// One `<tool_call>` block of an assistant turn, as parsed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum ParsedCall {
+    Call(ToolCall),
+    Malformed { raw: String, reason: String },
+}
+
+/// What a call came to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "status", content = "text", rename_all = "lowercase")]
+pub enum ToolOutcome {
+    Ok(String),
+    Failed(String),
+    Malformed(String),
+}
+
+impl ToolOutcome {
+    /// The observation text the model sees.
+    pub fn text(&self) -> &str {
+        match self {
+            ToolOutcome::Ok(t) | ToolOutcome::Failed(t) | ToolOutcome::Malformed(t) => t,
+        }
+    }
+}
+
+/// A call's outcome, tagged with the tool's name (`"?"` when the name was unreadable).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub name: String,
+    pub outcome: ToolOutcome,
+}
+
+/// The in-memory files of one episode, and which of them the model has read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub files: BTreeMap<String, String>,
+    pub read: BTreeSet<String>,
+}
+
+/// What a tool may touch while it runs.
+pub struct ToolContext<'a> {
+    pub task: &'a Task,
+    pub workspace: &'a mut Workspace,
+    pub sandbox: &'a dyn Sandbox,
+    pub stats: &'a mut EpisodeStats,
+}
+
+/// A set of tools: their schemas, and the dispatch of a well-formed call.
+pub trait ToolSet: Send + Sync {
+    fn schemas(&self) -> Vec<ToolSchema>;
+    fn call(&self, ctx: &mut ToolContext<'_>, call: &ToolCall) -> ToolOutcome;
+}

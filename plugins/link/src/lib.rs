@@ -1,0 +1,12 @@
+//! The linkage crate. A crate that only registers plugins is dropped by the linker unless
+//! something references it; this crate references every built-in plugin crate, and every
+//! binary and test binary calls [`link`] so the registry sees them all.
+//!
+//! Adding a built-in plugin crate: add it to this crate's Cargo.toml and a `use … as _;`
+//! line below.
+
+use arl_env_sum as _;
+
+/// Reference this crate (and so every built-in plugin). Call once from `main` and from
+/// test binaries.
+pub fn link() {}
