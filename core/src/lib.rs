@@ -32,7 +32,7 @@ pub use config::RunConfig;
 pub use env::{AssistantTurn, Env, EnvSession, Outcome, Step};
 pub use episode::{Episode, EpisodeStats};
 pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
-pub use loss::{Aggregation, LossInput, LossMetrics, PolicyLoss, TokenLoss};
+pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, TokenLoss};
 pub use message::{Message, Role};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
 pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};

@@ -41,36 +41,206 @@ pub struct TokenLoss {
     pub metrics: LossMetrics,
 }
 
-/// Metrics every loss reports (over masked tokens). Values are plain numbers, not tensors.
+/// Metrics every loss reports, over the policy tokens of one micro-batch. Plain numbers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LossMetrics {
+    /// Policy tokens these metrics cover (the weight for [`LossMetrics::merge`]).
+    pub tokens: f64,
+    /// Fraction of tokens whose ratio was clipped at 1 + clip_high with Â > 0 (no gradient).
     pub clip_frac_high: f64,
+    /// Fraction of tokens whose ratio was clipped at 1 − clip_low with Â < 0 (no gradient).
     pub clip_frac_low: f64,
+    /// Fraction of tokens whose loss the dual clip capped.
+    pub dual_clip_frac: f64,
+    /// π_θ/π_old over policy tokens (the sequence ratio for GSPO).
     pub ratio_mean: f64,
     pub ratio_min: f64,
     pub ratio_max: f64,
+    /// Fraction of policy tokens dropped by a token mask (IcePop, KPop, DPPO).
     pub masked_frac: f64,
+    /// Mean k3 estimate of KL(π_old‖π_θ): r − 1 − log r.
     pub approx_kl: f64,
+    /// Mean KL to the reference policy (the configured estimator), when one is given.
+    pub ref_kl: Option<f64>,
+    /// Mean entropy of the trained policy, when given.
     pub entropy: Option<f64>,
 }
 
-pub trait PolicyLoss: Send + Sync {
-    /// Per-token loss terms for one micro-batch.
-    fn token_loss(&self, input: &LossInput) -> Result<TokenLoss, LossError>;
-    /// How this loss reduces its token terms unless the config says otherwise.
-    fn default_aggregation(&self) -> Aggregation;
+impl LossMetrics {
+    /// Token-weighted combination of micro-batch metrics (min/max taken over all).
+    pub fn merge(parts: &[LossMetrics]) -> LossMetrics {
+        let tokens: f64 = parts.iter().map(|m| m.tokens).sum();
+        if parts.is_empty() || tokens == 0.0 {
+            return LossMetrics::default();
+        }
+        let mean = |f: &dyn Fn(&LossMetrics) -> f64| parts.iter().map(|m| f(m) * m.tokens).sum::<f64>() / tokens;
+        let mean_opt = |f: &dyn Fn(&LossMetrics) -> Option<f64>| {
+            parts.iter().all(|m| f(m).is_some() || m.tokens == 0.0).then(|| mean(&|m| f(m).unwrap_or(0.0)))
+        };
+        let live = parts.iter().filter(|m| m.tokens > 0.0);
+        LossMetrics {
+            tokens,
+            clip_frac_high: mean(&|m| m.clip_frac_high),
+            clip_frac_low: mean(&|m| m.clip_frac_low),
+            dual_clip_frac: mean(&|m| m.dual_clip_frac),
+            ratio_mean: mean(&|m| m.ratio_mean),
+            ratio_min: live.clone().map(|m| m.ratio_min).fold(f64::INFINITY, f64::min),
+            ratio_max: live.map(|m| m.ratio_max).fold(f64::NEG_INFINITY, f64::max),
+            masked_frac: mean(&|m| m.masked_frac),
+            approx_kl: mean(&|m| m.approx_kl),
+            ref_kl: mean_opt(&|m| m.ref_kl),
+            entropy: mean_opt(&|m| m.entropy),
+        }
+    }
 }
 
-/// How per-token terms become one scalar (SPEC.md §5.3).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub trait PolicyLoss: Send + Sync {
+    /// Per-token loss terms for one micro-batch, already multiplied by `mask`.
+    fn token_loss(&self, input: &LossInput) -> Result<TokenLoss, LossError>;
+    /// How this loss reduces its token terms unless the config says otherwise
+    /// (`loss.aggregation`); see [`Aggregation::resolve`].
+    fn default_aggregation(&self) -> Aggregation;
+    /// True when a row whose advantages are all zero contributes exactly zero loss and zero
+    /// gradient (no KL, entropy or DRO penalty term), so the trainer may skip it in backward
+    /// while still counting it in the [`Normalizer`].
+    fn zero_advantage_rows_vanish(&self) -> bool {
+        false
+    }
+}
+
+/// How per-token terms become one scalar (SPEC.md §5.3). N counts the rows of the minibatch
+/// with at least one policy token (a zero-length response contributes nothing and is not
+/// counted); |o_i| is row i's policy-token count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Aggregation {
-    /// Σ ℓ / Σ mask over the minibatch.
+    /// Σ ℓ / Σ mask over the minibatch (DAPO).
     TokenMean,
-    /// (1/N) Σ_i (1/|o_i|) Σ_t ℓ.
+    /// Σ ℓ.
+    TokenSum,
+    /// (1/N) Σ_i (1/|o_i|) Σ_t ℓ (original GRPO, GSPO, SAPO in verl).
     SeqMeanTokenMean,
     /// (1/N) Σ_i Σ_t ℓ.
     SeqMeanTokenSum,
-    /// Σ ℓ / (N · horizon): Dr.GRPO's constant normalizer.
+    /// Σ ℓ / (N · H): Dr.GRPO's constant normalizer (verl `seq-mean-token-sum-norm`).
     ConstantHorizon,
+}
+
+impl Aggregation {
+    pub const ALL: [Aggregation; 5] = [
+        Aggregation::TokenMean,
+        Aggregation::TokenSum,
+        Aggregation::SeqMeanTokenMean,
+        Aggregation::SeqMeanTokenSum,
+        Aggregation::ConstantHorizon,
+    ];
+
+    /// The configured aggregation, else the loss's default.
+    pub fn resolve(configured: Option<Aggregation>, loss: &dyn PolicyLoss) -> Aggregation {
+        configured.unwrap_or_else(|| loss.default_aggregation())
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregation::TokenMean => "token-mean",
+            Aggregation::TokenSum => "token-sum",
+            Aggregation::SeqMeanTokenMean => "seq-mean-token-mean",
+            Aggregation::SeqMeanTokenSum => "seq-mean-token-sum",
+            Aggregation::ConstantHorizon => "constant-horizon",
+        }
+    }
+}
+
+impl std::str::FromStr for Aggregation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Aggregation::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Aggregation::ALL.iter().map(|a| a.name()).collect();
+            format!("unknown aggregation `{s}`; valid: {}", names.join(", "))
+        })
+    }
+}
+
+/// The denominators of one minibatch, computed once from *all* its masks before any
+/// micro-batch runs. Each micro-batch's [`Normalizer::reduce`] is then its exact share of
+/// the minibatch loss, so gradients accumulated over 1, 2 or 4 micro-batches are equal, and a
+/// row skipped in backward (zero advantage) still counts. Normalizers of data-parallel ranks
+/// combine with [`Normalizer::merge`] (global counts, prime-rl #2359).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Normalizer {
+    pub aggregation: Aggregation,
+    /// Σ mask over the minibatch.
+    pub tokens: f64,
+    /// Rows with at least one policy token (N).
+    pub sequences: f64,
+    /// H for `constant-horizon`.
+    pub horizon: f64,
+}
+
+impl Normalizer {
+    /// From the policy-token count of every row of the minibatch. `horizon` unset: the
+    /// padded width (`padded_width`, the longest row's token dimension).
+    pub fn from_lengths(
+        aggregation: Aggregation,
+        horizon: Option<f64>,
+        lengths: &[f64],
+        padded_width: usize,
+    ) -> Result<Self, LossError> {
+        let horizon = horizon.unwrap_or(padded_width as f64);
+        if aggregation == Aggregation::ConstantHorizon && !(horizon > 0.0) {
+            return Err(LossError::Invalid(format!("constant-horizon needs a horizon > 0, got {horizon}")));
+        }
+        Ok(Self {
+            aggregation,
+            tokens: lengths.iter().sum(),
+            sequences: lengths.iter().filter(|&&l| l > 0.0).count() as f64,
+            horizon,
+        })
+    }
+
+    /// From the masks of every micro-batch of the minibatch (reads them back to the host).
+    pub fn from_masks<'a>(
+        aggregation: Aggregation,
+        horizon: Option<f64>,
+        masks: impl IntoIterator<Item = &'a T2>,
+    ) -> Result<Self, LossError> {
+        let mut lengths = Vec::new();
+        let mut width = 0;
+        for mask in masks {
+            width = width.max(mask.dims()[1]);
+            lengths.extend(row_sums(mask));
+        }
+        Self::from_lengths(aggregation, horizon, &lengths, width)
+    }
+
+    /// Sum the counts of two shards (data-parallel ranks) of one minibatch.
+    pub fn merge(self, other: Normalizer) -> Normalizer {
+        Normalizer {
+            tokens: self.tokens + other.tokens,
+            sequences: self.sequences + other.sequences,
+            horizon: self.horizon.max(other.horizon),
+            ..self
+        }
+    }
+
+    /// This micro-batch's share of the minibatch loss. `loss` is the per-token loss (already
+    /// masked); `mask` the policy mask, used only for `seq-mean-token-mean`'s |o_i|.
+    pub fn reduce(&self, loss: T2, mask: &T2) -> Tensor<Dispatch, 1> {
+        let n = self.sequences.max(1.0);
+        match self.aggregation {
+            Aggregation::TokenMean => loss.sum().div_scalar(self.tokens.max(1.0)),
+            Aggregation::TokenSum => loss.sum(),
+            Aggregation::SeqMeanTokenSum => loss.sum().div_scalar(n),
+            Aggregation::ConstantHorizon => loss.sum().div_scalar(n * self.horizon),
+            Aggregation::SeqMeanTokenMean => {
+                let lengths = mask.clone().sum_dim(1).clamp_min(1.0);
+                (loss.sum_dim(1) / lengths).sum().div_scalar(n)
+            }
+        }
+    }
+}
+
+/// Per-row sums of a `[rows, tokens]` tensor, on the host.
+pub fn row_sums(t: &T2) -> Vec<f64> {
+    t.clone().sum_dim(1).into_data().convert::<f64>().to_vec::<f64>().expect("f64 data")
 }

@@ -83,7 +83,9 @@ impl RunConfig {
         Self::from_table(parse_table(text, "<string>")?)
     }
 
-    fn from_table(table: Table) -> Result<Self, ConfigError> {
+    fn from_table(mut table: Table) -> Result<Self, ConfigError> {
+        // An algorithm preset fills only the keys the file, flags and --set left unset.
+        super::preset::apply(&mut table)?;
         serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
             let key = e.path().to_string();
             // toml appends "in `key`" on a second line; the key is already named.

@@ -1,14 +1,17 @@
 //! The run configuration: one TOML document, every key with a default, every section
 //! `deny_unknown_fields`. Resolution order: defaults ← `--config FILE` ← flags ← `--set
-//! key=value` (see [`load`]). Plugin names are checked against the registry by
+//! key=value` (see [`load`]), with an algorithm preset (`algo`, see [`preset`]) beneath the
+//! file: only keys left unset take the preset's values. Plugin names are checked against the registry by
 //! [`RunConfig::validate`].
 
 mod load;
 mod loss;
+pub mod preset;
 mod trainer;
 
 pub use load::{Overrides, parse_set};
-pub use loss::{AdvantageConfig, LossConfig};
+pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};
+pub use preset::AlgoPreset;
 pub use trainer::{EvalConfig, OutputConfig, TrainerConfig};
 
 use schemars::JsonSchema;
@@ -22,6 +25,9 @@ use crate::{BackendKind, ConfigError};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
+    /// Algorithm preset (`arl list`): sets loss, advantage and clip keys together, beneath
+    /// every key the user sets.
+    pub algo: Option<String>,
     pub env: EnvConfig,
     pub sandbox: SandboxConfig,
     pub model: ModelConfig,
@@ -152,6 +158,14 @@ impl RunConfig {
         check::<SandboxPlugin>("sandbox.name", &self.sandbox.name)?;
         check::<LossPlugin>("loss.name", &self.loss.name)?;
         check::<AdvantagePlugin>("advantage.name", &self.advantage.name)?;
+        if let Some(algo) = &self.algo {
+            check::<AlgoPreset>("algo", algo)?;
+        }
+        // Build the loss and the estimator once, so settings they do not use fail here.
+        (registry::get::<LossPlugin>(&self.loss.name).expect("checked").build)(&self.loss)
+            .map_err(|e| invalid("loss", e.to_string()))?;
+        (registry::get::<AdvantagePlugin>(&self.advantage.name).expect("checked").build)(&self.advantage)
+            .map_err(|e| invalid("advantage", e.to_string()))?;
         self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
         let positive = [
             ("trainer.group_size", self.trainer.group_size as f64),

@@ -6,6 +6,7 @@
 //! line below.
 
 use arl_env_sum as _;
+use arl_losses as _;
 
 /// Reference this crate (and so every built-in plugin). Call once from `main` and from
 /// test binaries.

@@ -3,12 +3,15 @@
 use std::io::Write;
 
 use arl_core::RunConfig;
+use arl_core::config::AlgoPreset;
+use arl_core::registry;
 
 use super::RunArgs;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConfigCommand {
-    /// Print the resolved run configuration as TOML (defaults ← --config ← flags ← --set).
+    /// Print the resolved run configuration as TOML (defaults ← --algo ← --config ← flags ←
+    /// --set); with an algo, first what the preset sets, as comments.
     Show(Show),
     /// Print the JSON Schema of the run configuration.
     Schema,
@@ -25,6 +28,14 @@ impl ConfigCommand {
         match self {
             ConfigCommand::Show(show) => {
                 let config = show.args.resolve_with_context()?;
+                if let Some(name) = &config.algo {
+                    let preset = registry::get::<AlgoPreset>(name)?;
+                    writeln!(out, "# algo `{name}`: {}", preset.about)?;
+                    writeln!(out, "# it sets (keys you set yourself win):")?;
+                    for (key, value) in preset.settings {
+                        writeln!(out, "#   {key} = {value}")?;
+                    }
+                }
                 write!(out, "{}", config.to_toml())?;
             }
             ConfigCommand::Schema => {

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use arl_core::BackendKind;
+use arl_core::config::AlgoPreset;
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, Kind, LossPlugin, SandboxPlugin, ToolSetPlugin};
 use serde_json::{Value, json};
 
@@ -33,6 +34,7 @@ pub fn sections() -> anyhow::Result<Vec<Section>> {
         section::<SandboxPlugin>("sandboxes", "Sandboxes")?,
         section::<AdvantagePlugin>("advantages", "Advantage estimators")?,
         section::<LossPlugin>("losses", "Policy losses")?,
+        section::<AlgoPreset>("algos", "Algorithm presets (--algo)")?,
         Section { key: "backends", title: "Backends compiled in", rows: backends },
     ])
 }

@@ -1,13 +1,17 @@
 //! Subcommands, one file each.
 
+mod advantages;
 mod config;
 mod list;
+mod loss;
 mod run;
 mod run_args;
 
 use std::io::Write;
 
+pub use advantages::Advantages;
 pub use config::ConfigCommand;
+pub use loss::LossCommand;
 pub use list::List;
 pub use run::Run;
 pub use run_args::RunArgs;
@@ -22,6 +26,11 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Evaluate a policy loss on a batch from a file (f64, CPU).
+    #[command(subcommand)]
+    Loss(LossCommand),
+    /// Compute advantages from rewards and group ids in a file.
+    Advantages(Advantages),
 }
 
 impl Command {
@@ -30,6 +39,8 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Loss(cmd) => cmd.execute(out),
+            Command::Advantages(cmd) => cmd.execute(out),
         }
     }
 }

@@ -12,6 +12,10 @@ pub struct RunArgs {
     /// TOML run configuration; flags and --set override it.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Algorithm preset (algo; `arl list`): sets loss, advantage and clip keys beneath the
+    /// config file, the other flags and --set.
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Environment (env.name).
     #[arg(long)]
     pub env: Option<String>,
@@ -75,7 +79,9 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// Defaults ← --config ← flags ← --set, then validated against the registry.
+    /// Defaults ← --algo preset ← --config ← flags ← --set, then validated against the
+    /// registry. The preset only fills keys nothing else set (`algo` itself follows the
+    /// usual order: --set algo=… beats --algo, which beats the file's `algo`).
     pub fn resolve(&self) -> anyhow::Result<RunConfig> {
         let mut o = Overrides::default();
         macro_rules! flag {
@@ -85,6 +91,7 @@ impl RunArgs {
                 }
             };
         }
+        flag!(algo => "algo");
         flag!(env => "env.name");
         flag!(loss => "loss.name");
         flag!(advantage => "advantage.name");

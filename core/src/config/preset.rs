@@ -1,0 +1,84 @@
+//! Algorithm presets (`algo = "dapo"`, `--algo dapo`): a named set of config keys that
+//! together make one published algorithm (loss, advantage, clip band, aggregation).
+//!
+//! A preset sits *beneath* everything the user writes: defaults ← preset ← `--config` file ←
+//! flags ← `--set`. So `--algo dapo --set loss.clip_high=0.3` is DAPO with a wider band, and
+//! only keys the user left unset take the preset's values. Presets are registered by the
+//! crate that owns the algorithms (`arl-losses`) with [`register_preset!`](crate::register_preset).
+
+use crate::registry::Kind;
+
+/// One preset: its name, a one-line description, and `(dotted key, TOML value)` pairs.
+pub struct AlgoPreset {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub settings: &'static [(&'static str, &'static str)],
+    pub origin: &'static str,
+}
+
+inventory::collect!(AlgoPreset);
+
+impl Kind for AlgoPreset {
+    const KIND: &'static str = "algorithm preset";
+    const PLURAL: &'static str = "algorithm presets";
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn about(&self) -> &'static str {
+        self.about
+    }
+    fn origin(&self) -> &'static str {
+        self.origin
+    }
+}
+
+/// Register an [`AlgoPreset`]:
+///
+/// ```ignore
+/// arl_core::register_preset!(AlgoPreset { name: "dapo", about: "…",
+///     settings: &[("loss.clip_high", "0.28")] });
+/// ```
+#[macro_export]
+macro_rules! register_preset {
+    (AlgoPreset { name: $name:expr, about: $about:expr, settings: $settings:expr $(,)? }) => {
+        $crate::__inventory::submit! {
+            $crate::config::AlgoPreset {
+                name: $name,
+                about: $about,
+                settings: $settings,
+                origin: ::core::module_path!(),
+            }
+        }
+    };
+}
+
+/// Fill the keys a preset sets into `table` wherever the user left them unset. The preset is
+/// named by the table's top-level `algo`; an unknown name lists the valid ones.
+pub(crate) fn apply(table: &mut toml::Table) -> Result<(), crate::ConfigError> {
+    let Some(toml::Value::String(name)) = table.get("algo") else { return Ok(()) };
+    let preset = crate::registry::get::<AlgoPreset>(name)
+        .map_err(|e| crate::ConfigError::Invalid { key: "algo".into(), message: e.to_string() })?;
+    for (key, raw) in preset.settings {
+        let (key, value) = super::parse_set(&format!("{key}={raw}"))?;
+        let parts: Vec<&str> = key.split('.').collect();
+        fill(table, &parts, value);
+    }
+    Ok(())
+}
+
+/// Insert `value` at the dotted path unless something is already there (a user's value, or a
+/// plain value where the path needs a section, which serde will then report).
+fn fill(table: &mut toml::Table, parts: &[&str], value: toml::Value) {
+    match parts {
+        [] => {}
+        [last] => {
+            table.entry(last.to_string()).or_insert(value);
+        }
+        [first, rest @ ..] => {
+            let entry = table.entry(first.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(inner) = entry.as_table_mut() {
+                fill(inner, rest, value);
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Advantage estimators: outcome rewards with group ids in, one advantage per episode out
+//! (SPEC.md §5.1), plus GAE given value estimates ([`gae`], SPEC.md §5.2).
+
+pub mod gae;
+pub mod norm;
+
+use arl_core::config::{AdvantageConfig, NormLevel};
+use arl_core::{AdvantageFn, AdvantageInput, LossError, PluginError};
+
+pub use norm::Norm;
+
+/// A named estimator: its [`Norm`] defaults, overridable key by key from the config.
+pub struct Estimator {
+    pub name: &'static str,
+    pub norm: Norm,
+}
+
+/// The defaults of each named estimator.
+pub fn defaults(name: &str) -> Option<Norm> {
+    use NormLevel::*;
+    let n = |mean_level, std_level, leave_one_out, eps| Norm { mean_level, std_level, leave_one_out, std_unbiased: true, eps };
+    Some(match name {
+        "grpo" => n(Group, Group, false, 1e-6),
+        "drgrpo" => n(Group, None, false, 1e-6),
+        "rloo" => n(Group, None, true, 1e-6),
+        "liteppo" => n(Group, Batch, false, 1e-6),
+        "reinforce++" => n(Batch, Batch, false, 1e-8),
+        "reinforce++-baseline" => n(Group, Batch, false, 1e-8),
+        "norm" => n(Batch, Batch, false, 1e-5),
+        _ => return Option::None,
+    })
+}
+
+impl Estimator {
+    pub fn build(name: &'static str, c: &AdvantageConfig) -> Result<Self, PluginError> {
+        let fail = |message: String| PluginError { kind: "advantage estimator", name: name.to_string(), message };
+        for (key, set) in [("gamma", c.gamma.is_some()), ("lambda", c.lambda.is_some())] {
+            if set {
+                return Err(fail(format!(
+                    "setting `advantage.{key}` does not apply to outcome-reward estimators (it is GAE's, arl_losses::advantage::gae)"
+                )));
+            }
+        }
+        let d = defaults(name).ok_or_else(|| fail("no such estimator".into()))?;
+        let norm = Norm {
+            mean_level: c.mean_level.unwrap_or(d.mean_level),
+            std_level: c.std_level.unwrap_or(d.std_level),
+            leave_one_out: c.leave_one_out.unwrap_or(d.leave_one_out),
+            std_unbiased: c.std_unbiased.unwrap_or(d.std_unbiased),
+            eps: c.eps.unwrap_or(d.eps),
+        };
+        if !(norm.eps >= 0.0) {
+            return Err(fail(format!("`advantage.eps` must be >= 0, got {}", norm.eps)));
+        }
+        if norm.leave_one_out && norm.mean_level == NormLevel::None {
+            return Err(fail("setting `advantage.leave_one_out` needs mean_level group or batch".into()));
+        }
+        Ok(Estimator { name, norm })
+    }
+}
+
+impl AdvantageFn for Estimator {
+    fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, LossError> {
+        input.check()?;
+        if let Some(r) = input.rewards.iter().find(|r| !r.is_finite()) {
+            return Err(LossError::Invalid(format!("reward {r} is not finite")));
+        }
+        Ok(self.norm.apply(input.rewards, input.group_ids))
+    }
+}
