@@ -244,3 +244,41 @@ impl Normalizer {
 pub fn row_sums(t: &T2) -> Vec<f64> {
     t.clone().sum_dim(1).into_data().convert::<f64>().to_vec::<f64>().expect("f64 data")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizer_counts_tokens_and_non_empty_rows() {
+        let n = Normalizer::from_lengths(Aggregation::TokenMean, None, &[3.0, 0.0, 4.0], 6).unwrap();
+        assert_eq!((n.tokens, n.sequences, n.horizon), (7.0, 2.0, 6.0));
+        let n = Normalizer::from_lengths(Aggregation::ConstantHorizon, Some(512.0), &[1.0], 6).unwrap();
+        assert_eq!(n.horizon, 512.0);
+        assert!(Normalizer::from_lengths(Aggregation::ConstantHorizon, Some(0.0), &[1.0], 6).is_err());
+        let merged = n.merge(Normalizer { tokens: 2.0, sequences: 1.0, ..n });
+        assert_eq!((merged.tokens, merged.sequences), (3.0, 2.0));
+    }
+
+    #[test]
+    fn aggregation_names_round_trip() {
+        for a in Aggregation::ALL {
+            assert_eq!(a.name().parse::<Aggregation>().unwrap(), a);
+            let json = serde_json::to_string(&a).unwrap();
+            assert_eq!(json, format!("\"{}\"", a.name()));
+        }
+        assert!("mean".parse::<Aggregation>().unwrap_err().starts_with("unknown aggregation `mean`; valid: token-mean"));
+    }
+
+    #[test]
+    fn metrics_merge_by_token_weight() {
+        let a = LossMetrics { tokens: 1.0, clip_frac_high: 1.0, ratio_min: 0.5, ratio_max: 2.0, entropy: Some(1.0), ..Default::default() };
+        let b = LossMetrics { tokens: 3.0, clip_frac_high: 0.0, ratio_min: 0.9, ratio_max: 1.1, entropy: Some(2.0), ..Default::default() };
+        let m = LossMetrics::merge(&[a, b]);
+        assert_eq!(m.tokens, 4.0);
+        assert_eq!(m.clip_frac_high, 0.25);
+        assert_eq!((m.ratio_min, m.ratio_max), (0.5, 2.0));
+        assert_eq!(m.entropy, Some(1.75));
+        assert_eq!(m.ref_kl, None);
+    }
+}

@@ -82,3 +82,27 @@ fn fill(table: &mut toml::Table, parts: &[&str], value: toml::Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_keeps_what_is_there_and_adds_what_is_not() {
+        let mut t: toml::Table = "[loss]\nclip_high = 0.3\n".parse().unwrap();
+        fill(&mut t, &["loss", "clip_high"], toml::Value::Float(0.28));
+        fill(&mut t, &["loss", "clip_low"], toml::Value::Float(0.2));
+        fill(&mut t, &["loss", "icepop", "lower"], toml::Value::Float(0.5));
+        assert_eq!(t["loss"]["clip_high"].as_float(), Some(0.3));
+        assert_eq!(t["loss"]["clip_low"].as_float(), Some(0.2));
+        assert_eq!(t["loss"]["icepop"]["lower"].as_float(), Some(0.5));
+    }
+
+    #[test]
+    fn no_algo_changes_nothing() {
+        let mut t: toml::Table = "[loss]\nname = \"ppo\"\n".parse().unwrap();
+        let before = t.clone();
+        apply(&mut t).unwrap();
+        assert_eq!(t, before);
+    }
+}
