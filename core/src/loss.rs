@@ -187,7 +187,7 @@ impl Normalizer {
         padded_width: usize,
     ) -> Result<Self, LossError> {
         let horizon = horizon.unwrap_or(padded_width as f64);
-        if aggregation == Aggregation::ConstantHorizon && !(horizon > 0.0) {
+        if aggregation == Aggregation::ConstantHorizon && (horizon.is_nan() || horizon <= 0.0) {
             return Err(LossError::Invalid(format!("constant-horizon needs a horizon > 0, got {horizon}")));
         }
         Ok(Self {

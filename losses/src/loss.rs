@@ -36,10 +36,10 @@ fn check_shapes(input: &LossInput) -> Result<(), LossError> {
         ("entropy", input.entropy.as_ref()),
     ];
     for (name, t) in named {
-        if let Some(t) = t {
-            if t.dims() != dims {
-                return Err(LossError::Shape(format!("{name} is {:?} but log_prob is {dims:?}", t.dims())));
-            }
+        if let Some(t) = t
+            && t.dims() != dims
+        {
+            return Err(LossError::Shape(format!("{name} is {:?} but log_prob is {dims:?}", t.dims())));
         }
     }
     Ok(())

@@ -173,10 +173,10 @@ impl Settings {
         }
         need(self.kl_coef >= 0.0, "kl_coef", ">= 0", self.kl_coef)?;
         need(self.entropy_coef >= 0.0, "entropy_coef", ">= 0", self.entropy_coef)?;
-        if let Some((lo, hi)) = self.icepop {
-            if !(lo >= 0.0 && lo < hi) {
-                return Err(format!("`loss.icepop` needs 0 <= lower < upper, got [{lo}, {hi}]"));
-            }
+        if let Some((lo, hi)) = self.icepop
+            && !(lo >= 0.0 && lo < hi)
+        {
+            return Err(format!("`loss.icepop` needs 0 <= lower < upper, got [{lo}, {hi}]"));
         }
         if let Some(k) = self.kpop {
             need(k > 0.0, "kpop.upper", "> 0", k)?;

@@ -49,7 +49,7 @@ impl Estimator {
             std_unbiased: c.std_unbiased.unwrap_or(d.std_unbiased),
             eps: c.eps.unwrap_or(d.eps),
         };
-        if !(norm.eps >= 0.0) {
+        if norm.eps.is_nan() || norm.eps < 0.0 {
             return Err(fail(format!("`advantage.eps` must be >= 0, got {}", norm.eps)));
         }
         if norm.leave_one_out && norm.mean_level == NormLevel::None {

@@ -14,6 +14,7 @@ fn loss_at(loss: &dyn PolicyLoss, c: &LossConfig, batch: &Batch) -> f64 {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)]
 fn autodiff_matches_finite_differences() {
     let fx = fixture();
     let batch = batch();

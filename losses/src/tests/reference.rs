@@ -59,3 +59,15 @@ fn metrics_report_clipping_and_masking() {
     assert_close("icepop masked_frac", eval("icepop").masked_frac, 2.0 / 9.0, 1e-12);
     assert_close("kpop masked_frac", eval("kpop").masked_frac, 3.0 / 9.0, 1e-12);
 }
+
+#[test]
+fn sapo_matches_the_plain_policy_gradient_on_policy() {
+    // At r = 1 the SAPO gate's gradient w.r.t. log π is −Â (SPEC §4.7), for both temperatures.
+    let mut b = batch();
+    b.old_log_prob = b.log_prob.clone();
+    let c = LossConfig { name: "sapo".into(), aggregation: Some(arl_core::Aggregation::TokenSum), ..LossConfig::default() };
+    let sapo = evaluate(build(&c).as_ref(), c.aggregation, None, &b).unwrap();
+    let c = LossConfig { name: "reinforce".into(), aggregation: Some(arl_core::Aggregation::TokenSum), ..LossConfig::default() };
+    let pg = evaluate(build(&c).as_ref(), c.aggregation, None, &b).unwrap();
+    assert_rows_close("sapo vs reinforce gradient", &sapo.grad_log_prob, &pg.grad_log_prob, 1e-12);
+}
