@@ -71,3 +71,19 @@ fn sapo_matches_the_plain_policy_gradient_on_policy() {
     let pg = evaluate(build(&c).as_ref(), c.aggregation, None, &b).unwrap();
     assert_rows_close("sapo vs reinforce gradient", &sapo.grad_log_prob, &pg.grad_log_prob, 1e-12);
 }
+
+#[test]
+fn kl_in_the_reward_leaves_the_loss_alone() {
+    let b = batch();
+    let plain = LossConfig::default();
+    let in_reward = LossConfig {
+        kl_coef: 0.1,
+        kl_placement: arl_core::config::KlPlacement::Reward,
+        ..LossConfig::default()
+    };
+    let a = evaluate(build(&plain).as_ref(), None, None, &b).unwrap();
+    let r = evaluate(build(&in_reward).as_ref(), None, None, &b).unwrap();
+    assert_eq!(a.loss, r.loss);
+    assert_eq!(a.grad_log_prob, r.grad_log_prob);
+    assert!(r.metrics.ref_kl.is_some(), "the KL is still reported");
+}
