@@ -44,6 +44,6 @@ estimator!(adv_grpo: "grpo", "(R − mean_group)/(std_group + 1e-6), unbiased st
 estimator!(adv_drgrpo: "drgrpo", "R − mean_group (no std)");
 estimator!(adv_rloo: "rloo", "R − leave-one-out group mean");
 estimator!(adv_liteppo: "liteppo", "(R − mean_group)/(std_batch + 1e-6)");
-estimator!(adv_reinforce_pp: "reinforce++", "(R − mean_batch)/(std_batch + 1e-8), episode level");
-estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "(R − mean_group)/(std_batch + 1e-8), episode level");
+estimator!(adv_reinforce_pp: "reinforce++", "(R − mean_batch)/√(var_batch + 1e-8), episode level");
+estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "(R − mean_group)/√(var_batch + 1e-8), episode level");
 estimator!(adv_norm: "norm", "AReaL NormConfig, defaults mean_level=batch std_level=batch, unbiased, eps 1e-5");

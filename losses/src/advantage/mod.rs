@@ -18,14 +18,22 @@ pub struct Estimator {
 /// The defaults of each named estimator.
 pub fn defaults(name: &str) -> Option<Norm> {
     use NormLevel::*;
-    let n = |mean_level, std_level, leave_one_out, eps| Norm { mean_level, std_level, leave_one_out, std_unbiased: true, eps };
+    let n = |mean_level, std_level, leave_one_out, eps| Norm {
+        mean_level,
+        std_level,
+        leave_one_out,
+        std_unbiased: true,
+        eps,
+        eps_in_sqrt: false,
+    };
+    let whiten = |mean_level| Norm { eps_in_sqrt: true, ..n(mean_level, Batch, false, 1e-8) };
     Some(match name {
         "grpo" => n(Group, Group, false, 1e-6),
         "drgrpo" => n(Group, None, false, 1e-6),
         "rloo" => n(Group, None, true, 1e-6),
         "liteppo" => n(Group, Batch, false, 1e-6),
-        "reinforce++" => n(Batch, Batch, false, 1e-8),
-        "reinforce++-baseline" => n(Group, Batch, false, 1e-8),
+        "reinforce++" => whiten(Batch),
+        "reinforce++-baseline" => whiten(Group),
         "norm" => n(Batch, Batch, false, 1e-5),
         _ => return Option::None,
     })
@@ -48,6 +56,7 @@ impl Estimator {
             leave_one_out: c.leave_one_out.unwrap_or(d.leave_one_out),
             std_unbiased: c.std_unbiased.unwrap_or(d.std_unbiased),
             eps: c.eps.unwrap_or(d.eps),
+            eps_in_sqrt: d.eps_in_sqrt,
         };
         if norm.eps.is_nan() || norm.eps < 0.0 {
             return Err(fail(format!("`advantage.eps` must be >= 0, got {}", norm.eps)));

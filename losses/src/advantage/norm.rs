@@ -11,6 +11,8 @@
 //! - A group of one therefore gets Â = 0 under group mean (verl's GRPO differs: it takes
 //!   mean 0 / std 1 there, so Â = R); all-equal rewards give Â = 0.
 //!
+//! The REINFORCE++ estimators divide by √(var + eps) instead, as verl's `masked_whiten` does.
+//!
 //! AReaL computes batch statistics over valid *tokens* (a long response weighs more); here
 //! every episode counts once, because advantages are per episode.
 
@@ -25,6 +27,9 @@ pub struct Norm {
     pub leave_one_out: bool,
     pub std_unbiased: bool,
     pub eps: f64,
+    /// Divide by √(var + eps) instead of σ + eps (verl's `masked_whiten`, used by
+    /// REINFORCE++); not a config key, fixed by the named estimator.
+    pub eps_in_sqrt: bool,
 }
 
 /// Indices of the episodes of each group, in order of first appearance.
@@ -57,13 +62,14 @@ impl Norm {
     fn std(&self, rewards: &[f64], baseline: &[f64], members: &[usize], out: &mut [f64]) {
         let n = members.len() as f64;
         let sq: f64 = members.iter().map(|&i| (rewards[i] - baseline[i]).powi(2)).sum();
-        let std = if self.std_unbiased {
-            if n <= 1.0 { 1.0 } else { (sq / (n - 1.0)).sqrt() }
+        let var = if self.std_unbiased {
+            if n <= 1.0 { 1.0 } else { sq / (n - 1.0) }
         } else if n == 0.0 {
             1.0
         } else {
-            (sq / n).sqrt()
+            sq / n
         };
+        let std = if self.eps_in_sqrt { (var + self.eps).sqrt() } else { var.sqrt() };
         for &i in members {
             out[i] = std;
         }
@@ -84,7 +90,8 @@ impl Norm {
         for members in sets(self.mean_level) {
             self.baseline(rewards, members, &mut baseline);
         }
-        let (mut std, eps) = (vec![1.0; n], if self.std_level == NormLevel::None { 0.0 } else { self.eps });
+        let eps = if self.std_level == NormLevel::None || self.eps_in_sqrt { 0.0 } else { self.eps };
+        let mut std = vec![1.0; n];
         for members in sets(self.std_level) {
             self.std(rewards, &baseline, members, &mut std);
         }
