@@ -25,5 +25,14 @@ impl AdvantageInput<'_> {
 }
 
 pub trait AdvantageFn: Send + Sync {
+    /// One advantage per episode, every episode weighing the same in batch and group
+    /// statistics.
     fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, LossError>;
+
+    /// The same with statistics weighted by each episode's policy-token count (AReaL's
+    /// token-level normalization). Estimators without a token-level form ignore the counts.
+    fn advantages_token_weighted(&self, input: &AdvantageInput<'_>, token_counts: &[f64]) -> Result<Vec<f64>, LossError> {
+        let _ = token_counts;
+        self.advantages(input)
+    }
 }

@@ -134,8 +134,12 @@ fn loss_eval_refusals_are_one_line() {
 #[test]
 fn advantages_reproduce_the_reference() {
     let fx = fixture();
-    let path = temp_json("adv", &fx["rewards"]);
     for case in fx["advantages"].as_array().unwrap() {
+        let mut input = fx["rewards"].clone();
+        if let Some(counts) = case.get("token_counts") {
+            input["token_counts"] = counts.clone();
+        }
+        let path = temp_json(&format!("adv-{}", case["case"].as_str().unwrap()), &input);
         let mut args = vec!["advantages".to_string(), "--estimator".into(), case["estimator"].as_str().unwrap().into()];
         for (k, v) in case["config"].as_object().unwrap() {
             args.push("--set".into());

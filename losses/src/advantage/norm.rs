@@ -13,8 +13,10 @@
 //!
 //! The REINFORCE++ estimators divide by √(var + eps) instead, as verl's `masked_whiten` does.
 //!
-//! AReaL computes batch statistics over valid *tokens* (a long response weighs more); here
-//! every episode counts once, because advantages are per episode.
+//! AReaL computes these statistics over valid *tokens* (a long response weighs more):
+//! [`AdvantageFn::advantages_token_weighted`](arl_core::AdvantageFn::advantages_token_weighted)
+//! with each episode's policy-token count does the same; plain `advantages` counts every
+//! episode once (verl's GRPO/RLOO, which score sequences).
 
 use std::collections::BTreeMap;
 
@@ -47,21 +49,23 @@ fn groups(group_ids: &[usize]) -> Vec<Vec<usize>> {
 }
 
 impl Norm {
-    fn baseline(&self, rewards: &[f64], members: &[usize], out: &mut [f64]) {
-        let n = members.len() as f64;
-        let sum: f64 = members.iter().map(|&i| rewards[i]).sum();
+    fn baseline(&self, rewards: &[f64], w: &[f64], members: &[usize], out: &mut [f64]) {
+        let n: f64 = members.iter().map(|&i| w[i]).sum();
+        let sum: f64 = members.iter().map(|&i| w[i] * rewards[i]).sum();
         for &i in members {
             out[i] = if self.leave_one_out {
                 if n <= 1.0 { 0.0 } else { (sum - rewards[i]) / (n - 1.0) }
+            } else if n == 0.0 {
+                0.0
             } else {
                 sum / n
             };
         }
     }
 
-    fn std(&self, rewards: &[f64], baseline: &[f64], members: &[usize], out: &mut [f64]) {
-        let n = members.len() as f64;
-        let sq: f64 = members.iter().map(|&i| (rewards[i] - baseline[i]).powi(2)).sum();
+    fn std(&self, rewards: &[f64], w: &[f64], baseline: &[f64], members: &[usize], out: &mut [f64]) {
+        let n: f64 = members.iter().map(|&i| w[i]).sum();
+        let sq: f64 = members.iter().map(|&i| w[i] * (rewards[i] - baseline[i]).powi(2)).sum();
         let var = if self.std_unbiased {
             if n <= 1.0 { 1.0 } else { sq / (n - 1.0) }
         } else if n == 0.0 {
@@ -75,7 +79,15 @@ impl Norm {
         }
     }
 
+    /// Every episode weighs 1.
     pub fn apply(&self, rewards: &[f64], group_ids: &[usize]) -> Vec<f64> {
+        self.apply_weighted(rewards, group_ids, &vec![1.0; rewards.len()])
+    }
+
+    /// Episode i weighs `weights[i]` (its policy-token count, for AReaL's token-level
+    /// statistics): sums, counts and the n ≤ 1 cases are over tokens, and leave-one-out
+    /// leaves out one token's value, as AReaL's masked statistics do.
+    pub fn apply_weighted(&self, rewards: &[f64], group_ids: &[usize], weights: &[f64]) -> Vec<f64> {
         let n = rewards.len();
         let all: Vec<usize> = (0..n).collect();
         let groups = groups(group_ids);
@@ -88,12 +100,12 @@ impl Norm {
         };
         let mut baseline = vec![0.0; n];
         for members in sets(self.mean_level) {
-            self.baseline(rewards, members, &mut baseline);
+            self.baseline(rewards, weights, members, &mut baseline);
         }
         let eps = if self.std_level == NormLevel::None || self.eps_in_sqrt { 0.0 } else { self.eps };
         let mut std = vec![1.0; n];
         for members in sets(self.std_level) {
-            self.std(rewards, &baseline, members, &mut std);
+            self.std(rewards, weights, &baseline, members, &mut std);
         }
         (0..n).map(|i| (rewards[i] - baseline[i]) / (std[i] + eps)).collect()
     }

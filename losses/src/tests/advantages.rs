@@ -26,7 +26,15 @@ fn every_estimator_case_matches_the_reference() {
     let groups: Vec<usize> = serde_json::from_value(fx["rewards"]["group_ids"].clone()).unwrap();
     for case in fx["advantages"].as_array().unwrap() {
         let name = case["case"].as_str().unwrap();
-        let got = run(&estimator_config(case), &rewards, &groups);
+        let c = estimator_config(case);
+        let got = match case.get("token_counts") {
+            Some(counts) => {
+                let counts: Vec<f64> = serde_json::from_value(counts.clone()).unwrap();
+                let e = (registry::get::<AdvantagePlugin>(&c.name).unwrap().build)(&c).unwrap();
+                e.advantages_token_weighted(&AdvantageInput { rewards: &rewards, group_ids: &groups }, &counts).unwrap()
+            }
+            None => run(&c, &rewards, &groups),
+        };
         let want: Vec<f64> = serde_json::from_value(case["expected"].clone()).unwrap();
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_close(&format!("{name}[{i}]"), *g, *w, 1e-12);

@@ -20,7 +20,8 @@ pub struct Advantages {
     /// (the `advantage.` prefix may be left out). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// JSON {"rewards": [..], "group_ids": [..]} (one entry per episode).
+    /// JSON {"rewards": [..], "group_ids": [..]} (one entry per episode), optionally
+    /// "token_counts": [..] for token-weighted statistics (AReaL).
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
 }
@@ -30,6 +31,9 @@ pub struct Advantages {
 struct Rewards {
     rewards: Vec<f64>,
     group_ids: Vec<usize>,
+    /// Policy tokens per episode: statistics weighted by tokens, as AReaL computes them.
+    #[serde(default)]
+    token_counts: Option<Vec<f64>>,
 }
 
 impl Advantages {
@@ -40,7 +44,11 @@ impl Advantages {
         let estimator = (registry::get::<AdvantagePlugin>(&config.name)?.build)(&config)?;
         let text = std::fs::read_to_string(&self.input).with_context(|| format!("reading {}", self.input.display()))?;
         let r: Rewards = serde_json::from_str(&text).with_context(|| format!("rewards file {}", self.input.display()))?;
-        let adv = estimator.advantages(&AdvantageInput { rewards: &r.rewards, group_ids: &r.group_ids })?;
+        let input = AdvantageInput { rewards: &r.rewards, group_ids: &r.group_ids };
+        let adv = match &r.token_counts {
+            Some(counts) => estimator.advantages_token_weighted(&input, counts)?,
+            None => estimator.advantages(&input)?,
+        };
         writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "advantages": adv }))?)?;
         Ok(())
     }
