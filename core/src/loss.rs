@@ -4,7 +4,17 @@
 //!
 //! A loss returns *per-token* terms; reducing them is [`Aggregation`]'s job, with the
 //! normalizer passed in explicitly. The trainer computes the normalizer once per minibatch,
-//! so splitting a minibatch into micro-batches never changes the gradient.
+//! so splitting a minibatch into micro-batches never changes the gradient:
+//!
+//! ```ignore
+//! let loss = (registry::get::<LossPlugin>(&cfg.name)?.build)(&cfg)?;
+//! let agg = Aggregation::resolve(cfg.aggregation, loss.as_ref());
+//! let norm = Normalizer::from_masks(agg, cfg.horizon, micro_batches.iter().map(|m| &m.mask))?;
+//! for mb in &micro_batches {            // rows with all-zero advantages may be skipped
+//!     let t = loss.token_loss(mb)?;     // when loss.zero_advantage_rows_vanish()
+//!     let grads = norm.reduce(t.loss, &mb.mask).backward();   // accumulate grads
+//! }
+//! ```
 
 use burn::Dispatch;
 use burn::tensor::Tensor;

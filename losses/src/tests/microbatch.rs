@@ -110,3 +110,15 @@ fn zero_advantage_rows_skipped_in_backward_but_counted_give_the_same_result() {
     let c = LossConfig { kl_coef: 0.1, ..LossConfig::default() };
     assert!(!build(&c).zero_advantage_rows_vanish());
 }
+
+#[test]
+fn normalizer_from_tensor_masks_equals_the_one_from_lengths() {
+    let b = batch();
+    let device = crate::eval::cpu_device();
+    let masks: Vec<_> = [0..1, 1..3, 3..4].into_iter().map(|r| b.rows(r).input(&device).unwrap().mask).collect();
+    for aggregation in Aggregation::ALL {
+        let from_masks = arl_core::Normalizer::from_masks(aggregation, None, masks.iter()).unwrap();
+        assert_eq!(from_masks, b.normalizer(aggregation, None).unwrap());
+        assert_eq!((from_masks.tokens, from_masks.sequences, from_masks.horizon), (9.0, 3.0, 4.0));
+    }
+}
