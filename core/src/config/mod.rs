@@ -1,8 +1,9 @@
 //! The run configuration: one TOML document, every key with a default, every section
 //! `deny_unknown_fields`. Resolution order: defaults ← `--config FILE` ← flags ← `--set
 //! key=value` (see [`load`]), with an algorithm preset (`algo`, see [`preset`]) beneath the
-//! file: only keys left unset take the preset's values. Plugin names are checked against the registry by
-//! [`RunConfig::validate`].
+//! file: only keys left unset take the preset's values. Plugin names are checked against the
+//! registry by [`RunConfig::validate`], which also builds the loss and the estimator so that a
+//! setting the chosen one does not use fails there.
 
 mod load;
 mod loss;
