@@ -19,6 +19,7 @@ pub mod config;
 pub mod env;
 pub mod episode;
 pub mod error;
+pub mod eval;
 pub mod loss;
 pub mod message;
 pub mod registry;
