@@ -2,5 +2,6 @@
 
 mod cli;
 mod config;
+mod envs;
 mod registry;
 mod test_plugins;

@@ -1,16 +1,22 @@
 //! Subcommands, one file each.
 
 mod config;
+mod grade;
 mod list;
 mod run;
 mod run_args;
+mod sandbox;
+mod tasks;
 
 use std::io::Write;
 
 pub use config::ConfigCommand;
+pub use grade::Grade;
 pub use list::List;
 pub use run::Run;
 pub use run_args::RunArgs;
+pub use sandbox::SandboxCommand;
+pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -22,6 +28,13 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// List an environment's tasks, or write them out as files.
+    Tasks(Tasks),
+    /// Grade a candidate source against a task's hidden tests (JSON).
+    Grade(Grade),
+    /// Run a Python file in a sandbox (JSON outcome).
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
 }
 
 impl Command {
@@ -30,6 +43,9 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Tasks(cmd) => cmd.execute(out),
+            Command::Grade(cmd) => cmd.execute(out),
+            Command::Sandbox(cmd) => cmd.execute(out),
         }
     }
 }
