@@ -44,27 +44,27 @@ fn check(root: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), 
             return Err(format!("{} must be {}, got {}", name(path), allowed.join(" or "), kind(value)));
         }
     }
-    if let Some(Value::Array(options)) = s.get("enum") {
-        if !options.contains(value) {
-            let list: Vec<String> = options.iter().map(Value::to_string).collect();
-            return Err(format!("{} must be one of {}", name(path), list.join(", ")));
-        }
+    if let Some(Value::Array(options)) = s.get("enum")
+        && !options.contains(value)
+    {
+        let list: Vec<String> = options.iter().map(Value::to_string).collect();
+        return Err(format!("{} must be one of {}", name(path), list.join(", ")));
     }
-    if let Some(constant) = s.get("const") {
-        if constant != value {
-            return Err(format!("{} must be {constant}", name(path)));
-        }
+    if let Some(constant) = s.get("const")
+        && constant != value
+    {
+        return Err(format!("{} must be {constant}", name(path)));
     }
     if let Some(x) = value.as_f64() {
-        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
-            if x < min {
-                return Err(format!("{} must be at least {min}", name(path)));
-            }
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+            && x < min
+        {
+            return Err(format!("{} must be at least {min}", name(path)));
         }
-        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
-            if x > max {
-                return Err(format!("{} must be at most {max}", name(path)));
-            }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+            && x > max
+        {
+            return Err(format!("{} must be at most {max}", name(path)));
         }
     }
     if let (Value::Array(items), Some(item_schema)) = (value, s.get("items")) {

@@ -11,10 +11,11 @@ pub const CANDIDATES: [&str; 3] = ["/usr/bin/python3", "/usr/local/bin/python3",
 pub fn find_python() -> Result<PathBuf, String> {
     for candidate in CANDIDATES {
         let path = Path::new(candidate);
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.is_file() && meta.permissions().mode() & 0o001 != 0 {
-                return Ok(path.to_path_buf());
-            }
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.is_file()
+            && meta.permissions().mode() & 0o001 != 0
+        {
+            return Ok(path.to_path_buf());
         }
     }
     Err(format!(

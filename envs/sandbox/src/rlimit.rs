@@ -86,10 +86,10 @@ impl RlimitSandbox {
         };
         for &net in order {
             let probe = Job { limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() }, ..Job::python("probe.py", vec![arl_core::JobFile { path: "probe.py".into(), contents: "pass\n".into() }]) };
-            if let Ok(outcome) = self.run_with(&probe, net) {
-                if outcome.success() {
-                    return net;
-                }
+            if let Ok(outcome) = self.run_with(&probe, net)
+                && outcome.success()
+            {
+                return net;
             }
         }
         eprintln!(

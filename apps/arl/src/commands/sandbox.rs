@@ -40,7 +40,7 @@ impl SandboxCommand {
 
 impl SandboxRun {
     fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        if !(self.timeout > 0.0) {
+        if self.timeout.is_nan() || self.timeout <= 0.0 {
             bail!("--timeout must be greater than 0, got {}", self.timeout);
         }
         let entry = self.file.file_name().and_then(|n| n.to_str()).map(str::to_string);
