@@ -22,6 +22,7 @@ fn list_shows_the_edit_env_and_the_rlimit_sandbox() {
     let doc: Value = serde_json::from_str(&arl(&["list", "--json"]).unwrap()).unwrap();
     assert!(doc["envs"].as_array().unwrap().iter().any(|e| e["name"] == "edit"));
     assert!(doc["sandboxes"].as_array().unwrap().iter().any(|e| e["name"] == "rlimit"));
+    assert!(doc["tool_sets"].as_array().unwrap().iter().any(|e| e["name"] == "edit"));
 }
 
 #[test]

@@ -25,6 +25,19 @@ pub struct EditArgs {
 
 pub struct EditTools;
 
+arl_core::register!(ToolSetPlugin {
+    name: "edit",
+    about: "the edit gym's menu: read_source, apply_edit (one authored edit by name), run_tests, submit",
+    build: build,
+});
+
+fn build(options: &serde_json::Map<String, serde_json::Value>) -> Result<Box<dyn ToolSet>, arl_core::PluginError> {
+    if let Some(key) = options.keys().next() {
+        return Err(arl_core::PluginError { kind: "tool set", name: "edit".into(), message: format!("takes no options, got `{key}`") });
+    }
+    Ok(Box::new(EditTools))
+}
+
 impl ToolSet for EditTools {
     fn schemas(&self) -> Vec<ToolSchema> {
         vec![
