@@ -11,6 +11,10 @@
 //! from `wait4`. A job that crashes, hangs or attacks is a [`JobOutcome`](arl_core::JobOutcome);
 //! only a sandbox that cannot start jobs at all is an error.
 //!
+//! Started without root there is no uid drop: jobs keep the caller's uid, so they could
+//! signal the caller's own processes, and network isolation falls back to a user namespace
+//! where the kernel allows one. Run the trainer as root (as CI does) for the full fence.
+//!
 //! It deliberately knows nothing about tasks, tests or grading: it runs files. Linux only.
 //! No cargo features.
 
