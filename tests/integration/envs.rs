@@ -30,7 +30,7 @@ fn tasks_json_lists_ids_families_and_functions() {
     let train: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "edit", "--json"]).unwrap()).unwrap();
     let held: Vec<Value> =
         serde_json::from_str(&arl(&["tasks", "--env", "edit", "--split", "heldout", "--json"]).unwrap()).unwrap();
-    assert_eq!((train.len(), held.len()), (96, 16));
+    assert_eq!((train.len(), held.len()), (128, 16));
     for t in train.iter().chain(&held) {
         assert!(t["id"].is_string() && t["family"].is_string() && t["function"].is_string(), "{t}");
     }
