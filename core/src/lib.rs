@@ -26,6 +26,7 @@ pub mod registry;
 pub mod sandbox;
 pub mod task;
 pub mod tool;
+pub mod toolcall;
 
 pub use advantage::{AdvantageFn, AdvantageInput};
 pub use backend::BackendKind;

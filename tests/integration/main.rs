@@ -3,5 +3,6 @@
 mod cli;
 mod config;
 mod losses;
+mod envs;
 mod registry;
 mod test_plugins;

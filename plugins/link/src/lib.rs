@@ -5,8 +5,10 @@
 //! Adding a built-in plugin crate: add it to this crate's Cargo.toml and a `use … as _;`
 //! line below.
 
+use arl_env_edit as _;
 use arl_env_sum as _;
 use arl_losses as _;
+use arl_sandbox as _;
 
 /// Reference this crate (and so every built-in plugin). Call once from `main` and from
 /// test binaries.

@@ -2,19 +2,25 @@
 
 mod advantages;
 mod config;
+mod grade;
 mod list;
 mod loss;
 mod run;
 mod run_args;
+mod sandbox;
+mod tasks;
 
 use std::io::Write;
 
 pub use advantages::Advantages;
 pub use config::ConfigCommand;
 pub use loss::LossCommand;
+pub use grade::Grade;
 pub use list::List;
 pub use run::Run;
 pub use run_args::RunArgs;
+pub use sandbox::SandboxCommand;
+pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -31,6 +37,13 @@ pub enum Command {
     Loss(LossCommand),
     /// Compute advantages from rewards and group ids in a file.
     Advantages(Advantages),
+    /// List an environment's tasks, or write them out as files.
+    Tasks(Tasks),
+    /// Grade a candidate source against a task's hidden tests (JSON).
+    Grade(Grade),
+    /// Run a Python file in a sandbox (JSON outcome).
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
 }
 
 impl Command {
@@ -41,6 +54,9 @@ impl Command {
             Command::Run(cmd) => cmd.execute(out),
             Command::Loss(cmd) => cmd.execute(out),
             Command::Advantages(cmd) => cmd.execute(out),
+            Command::Tasks(cmd) => cmd.execute(out),
+            Command::Grade(cmd) => cmd.execute(out),
+            Command::Sandbox(cmd) => cmd.execute(out),
         }
     }
 }

@@ -1,0 +1,61 @@
+//! `arl grade --env edit --task ID --source FILE.py`: grade a candidate source against a
+//! task's hidden tests in the sandbox; prints the reward and per-test results as JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use arl_core::config::SandboxConfig;
+use arl_core::registry::{self, SandboxPlugin};
+use arl_tasks::BugTask;
+use serde_json::json;
+
+use super::tasks::load_tasks;
+
+#[derive(Debug, clap::Args)]
+pub struct Grade {
+    /// Registered env name whose bank holds the task (`edit`).
+    #[arg(long, default_value = "edit")]
+    pub env: String,
+    /// Task id (`arl tasks --env edit` lists them).
+    #[arg(long)]
+    pub task: String,
+    /// The candidate source of the task's function file.
+    #[arg(long, value_name = "FILE.py")]
+    pub source: PathBuf,
+    /// Seed of the task bank (the one the task id came from).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep the authored function and variable names.
+    #[arg(long)]
+    pub plain_names: bool,
+    /// Sandbox to run in (`arl list`).
+    #[arg(long, default_value = "rlimit")]
+    pub sandbox: String,
+}
+
+impl Grade {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let source = std::fs::read_to_string(&self.source)
+            .with_context(|| format!("reading the candidate source {}", self.source.display()))?;
+        let tasks = load_tasks(&self.env, self.seed, self.plain_names, None)?;
+        let Some(task) = tasks.iter().find(|t| t.id == self.task) else {
+            bail!("no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`", self.task, self.env, self.seed, self.env);
+        };
+        let bug = BugTask::from_task(task)?;
+        let config = SandboxConfig { name: self.sandbox.clone(), ..SandboxConfig::default() };
+        let sandbox = (registry::get::<SandboxPlugin>(&self.sandbox)?.build)(&config)?;
+        let report = arl_tasks::grade(sandbox.as_ref(), &bug, &source).context("grading in the sandbox")?;
+        let doc = json!({
+            "task": task.id,
+            "function": bug.function,
+            "reward": report.reward,
+            "passed": report.passed,
+            "total": report.total,
+            "note": report.note,
+            "cases": report.cases,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! `arl tasks --env NAME [--split train|heldout] [--json] [--dump DIR]`: an environment's
+//! task bank, listed or written out as files.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use arl_core::config::EnvConfig;
+use arl_core::registry::{self, EnvPlugin};
+use arl_core::{Job, JobOutcome, Sandbox, SandboxError, Split, Task};
+use serde_json::{Value, json};
+
+#[derive(Debug, clap::Args)]
+pub struct Tasks {
+    /// Registered env name (`arl list`).
+    #[arg(long, default_value = "edit")]
+    pub env: String,
+    #[arg(long, value_enum, default_value = "train")]
+    pub split: SplitArg,
+    /// Seed of the task bank.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep the authored function and variable names.
+    #[arg(long)]
+    pub plain_names: bool,
+    /// Print a JSON list of objects (`id`, `family`, `split`, `function`).
+    #[arg(long)]
+    pub json: bool,
+    /// Write each task into DIR/<id>/ (source, public tests, and task.json with everything).
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SplitArg {
+    Train,
+    Heldout,
+}
+
+impl From<SplitArg> for Split {
+    fn from(s: SplitArg) -> Self {
+        match s {
+            SplitArg::Train => Split::Train,
+            SplitArg::Heldout => Split::Heldout,
+        }
+    }
+}
+
+/// Stands in for a sandbox where nothing runs (listing a bank runs no code).
+struct NoJobs;
+impl Sandbox for NoJobs {
+    fn name(&self) -> &str {
+        "none"
+    }
+    fn run(&self, _: &Job) -> Result<JobOutcome, SandboxError> {
+        Err(SandboxError::Setup("listing tasks runs no jobs".into()))
+    }
+}
+
+/// The tasks of `env` (both splits when `split` is None).
+pub fn load_tasks(env: &str, seed: u64, plain_names: bool, split: Option<Split>) -> anyhow::Result<Vec<Task>> {
+    let plugin = registry::get::<EnvPlugin>(env)?;
+    let config = EnvConfig { name: env.into(), seed, randomize_names: !plain_names, ..EnvConfig::default() };
+    let env = (plugin.build)(&config, Arc::new(NoJobs))?;
+    let splits = match split {
+        Some(s) => vec![s],
+        None => vec![Split::Train, Split::Heldout],
+    };
+    let mut tasks = Vec::new();
+    for s in splits {
+        tasks.extend(env.tasks(s).with_context(|| format!("listing the {s} tasks of env `{}`", config.name))?);
+    }
+    Ok(tasks)
+}
+
+impl Tasks {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let tasks = load_tasks(&self.env, self.seed, self.plain_names, Some(self.split.into()))?;
+        if let Some(dir) = &self.dump {
+            for task in &tasks {
+                dump(dir, task)?;
+            }
+            writeln!(out, "wrote {} tasks to {}", tasks.len(), dir.display())?;
+            return Ok(());
+        }
+        if self.json {
+            let list: Vec<Value> = tasks
+                .iter()
+                .map(|t| json!({"id": t.id, "family": t.family, "split": t.split, "function": t.data.get("function")}))
+                .collect();
+            writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+            return Ok(());
+        }
+        let width = tasks.iter().map(|t| t.id.len()).max().unwrap_or(0);
+        for t in &tasks {
+            let function = t.data.get("function").and_then(Value::as_str).unwrap_or("");
+            writeln!(out, "{:width$}  {:9}  {function}", t.id, t.family)?;
+        }
+        writeln!(out, "{} {} tasks", tasks.len(), Split::from(self.split))?;
+        Ok(())
+    }
+}
+
+fn dump(dir: &std::path::Path, task: &Task) -> anyhow::Result<()> {
+    let target = dir.join(&task.id);
+    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    let text = |key: &str| task.data.get(key).and_then(Value::as_str);
+    if let (Some(function), Some(source)) = (text("function"), text("source")) {
+        std::fs::write(target.join(format!("{function}.py")), source)?;
+        if let Some(tests) = text("public_tests") {
+            std::fs::write(target.join(format!("test_{function}.py")), tests)?;
+        }
+        if let Some(reference) = text("reference") {
+            std::fs::write(target.join("reference.py"), reference)?;
+        }
+    }
+    std::fs::write(target.join("task.json"), serde_json::to_string_pretty(task)? + "\n")
+        .with_context(|| format!("writing {}", target.join("task.json").display()))?;
+    Ok(())
+}

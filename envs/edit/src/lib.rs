@@ -1,0 +1,98 @@
+//! arl-env-edit — the `edit` gym: fix a bug by choosing one of the task's authored edit
+//! operations from a small tool menu.
+//!
+//! Tools ([`tools::EditTools`]): `read_source`, `apply_edit` (by name; the gym writes the
+//! change; one edit per episode), `run_tests` (the public tests, in the sandbox) and
+//! `submit`. A turn without a tool call is a final answer and also ends the episode. The
+//! reward is 1 iff the final source passes every hidden test ([`arl_tasks::grade`]).
+//! Malformed and failed calls use up the turn with an error observation and are counted.
+//!
+//! It deliberately knows nothing about tokens or the chat template (the trainer parses
+//! `<tool_call>` blocks with [`arl_core::toolcall`]), nor about how jobs are isolated.
+//! Options (`[env.options]`): `train_instances`, `heldout_instances`. No cargo features.
+
+mod session;
+pub mod tools;
+
+pub use session::EditSession;
+
+use std::sync::Arc;
+
+use arl_core::config::EnvConfig;
+use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
+use arl_tasks::{BankOptions, BugTask, generate};
+use serde::Deserialize;
+
+/// `[env.options]` of the `edit` env.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EditOptions {
+    /// Tasks per training template (each with its own names and edit order).
+    pub train_instances: usize,
+    /// Tasks per held-out template.
+    pub heldout_instances: usize,
+}
+
+impl Default for EditOptions {
+    fn default() -> Self {
+        let bank = BankOptions::default();
+        Self { train_instances: bank.train_instances, heldout_instances: bank.heldout_instances }
+    }
+}
+
+pub struct EditEnv {
+    bank: BankOptions,
+    max_turns: u32,
+    max_calls_per_turn: u32,
+    sandbox: Arc<dyn Sandbox>,
+}
+
+arl_core::register!(EnvPlugin {
+    name: "edit",
+    about: "fix a Python bug by choosing one authored edit from a tool menu (read, edit, test, submit)",
+    build: build,
+});
+
+fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
+    let options: EditOptions = serde_json::from_value(config.options.clone().into())
+        .map_err(|e| PluginError { kind: "env", name: "edit".into(), message: format!("env.options: {e}") })?;
+    Ok(Box::new(EditEnv::new(config, &options, sandbox)))
+}
+
+impl EditEnv {
+    pub fn new(config: &EnvConfig, options: &EditOptions, sandbox: Arc<dyn Sandbox>) -> Self {
+        Self {
+            bank: BankOptions {
+                seed: config.seed,
+                randomize_names: config.randomize_names,
+                train_instances: options.train_instances,
+                heldout_instances: options.heldout_instances,
+            },
+            max_turns: config.max_turns,
+            max_calls_per_turn: config.max_calls_per_turn,
+            sandbox,
+        }
+    }
+
+    pub fn bank(&self) -> &BankOptions {
+        &self.bank
+    }
+
+    pub fn max_calls_per_turn(&self) -> u32 {
+        self.max_calls_per_turn
+    }
+}
+
+impl Env for EditEnv {
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        Ok(generate(&self.bank, split).iter().map(BugTask::to_task).collect())
+    }
+
+    fn tools(&self) -> Vec<ToolSchema> {
+        tools::EditTools.schemas()
+    }
+
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+        Ok(Box::new(EditSession::new(task, self.max_turns, self.sandbox.clone())?))
+    }
+}

@@ -1,0 +1,214 @@
+//! [`BugTask`]: one generated task, and its generation from the templates and a seed.
+
+use arl_core::{Split, Task};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::TaskError;
+use crate::bank::{Template, templates};
+use crate::names::{fresh_names, rename};
+use crate::rng::{Rng, hash};
+
+/// One hidden test as the grader holds it. `expected` never enters a sandbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HiddenCase {
+    pub args: Value,
+    pub expected: Value,
+}
+
+/// An edit the `edit` gym offers: replace the exact snippet `old` by `new`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditOp {
+    pub name: String,
+    pub old: String,
+    pub new: String,
+}
+
+impl EditOp {
+    /// The source with this edit applied, or `None` when `old` is not in it exactly once.
+    pub fn apply(&self, source: &str) -> Option<String> {
+        (source.matches(&self.old).count() == 1).then(|| source.replacen(&self.old, &self.new, 1))
+    }
+}
+
+/// A generated bug-fix task: what `Task::data` holds for the coding gyms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BugTask {
+    pub id: String,
+    pub family: String,
+    pub split: Split,
+    /// The template it came from (`family/name`).
+    pub template: String,
+    /// The function's (possibly randomized) name; its file is `<function>.py`.
+    pub function: String,
+    /// The buggy source the model starts from.
+    pub source: String,
+    /// The reference fix.
+    pub reference: String,
+    /// `test_<function>.py`: plain `test_*` functions, visible to the model.
+    pub public_tests: String,
+    /// Reward only; never shown to the model.
+    pub hidden: Vec<HiddenCase>,
+    /// The fix and the distractors, shuffled, named `A`, `B`, ….
+    pub ops: Vec<EditOp>,
+    /// Name of the op that fixes the bug.
+    pub fix: String,
+}
+
+impl BugTask {
+    pub fn source_file(&self) -> String {
+        format!("{}.py", self.function)
+    }
+    pub fn test_file(&self) -> String {
+        format!("test_{}.py", self.function)
+    }
+    pub fn op(&self, name: &str) -> Option<&EditOp> {
+        self.ops.iter().find(|op| op.name == name)
+    }
+
+    pub fn to_task(&self) -> Task {
+        Task {
+            id: self.id.clone(),
+            family: self.family.clone(),
+            split: self.split,
+            data: serde_json::to_value(self).expect("a BugTask serializes"),
+        }
+    }
+
+    pub fn from_task(task: &Task) -> Result<Self, TaskError> {
+        serde_json::from_value(task.data.clone()).map_err(|e| TaskError::BadTask { id: task.id.clone(), message: e.to_string() })
+    }
+}
+
+/// How the bank is instantiated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BankOptions {
+    pub seed: u64,
+    pub randomize_names: bool,
+    /// Tasks per training template (different names and op orders); 1 without randomization.
+    pub train_instances: usize,
+    /// Tasks per held-out template.
+    pub heldout_instances: usize,
+}
+
+impl Default for BankOptions {
+    fn default() -> Self {
+        Self { seed: 0, randomize_names: true, train_instances: 4, heldout_instances: 1 }
+    }
+}
+
+/// The tasks of a split, in a fixed order. The held-out split is fixed by the bank (two
+/// templates per family, marked `heldout`), so the two splits never share a template.
+pub fn generate(options: &BankOptions, split: Split) -> Vec<BugTask> {
+    let instances = match split {
+        Split::Train => options.train_instances,
+        Split::Heldout => options.heldout_instances,
+    };
+    let instances = if options.randomize_names { instances } else { instances.min(1) };
+    templates()
+        .iter()
+        .filter(|t| t.heldout == (split == Split::Heldout))
+        .flat_map(|t| (0..instances).map(move |k| instantiate(t, options, split, k)))
+        .collect()
+}
+
+/// Find a task by id in either split.
+pub fn find(options: &BankOptions, id: &str) -> Result<BugTask, TaskError> {
+    [Split::Train, Split::Heldout]
+        .into_iter()
+        .flat_map(|s| generate(options, s))
+        .find(|t| t.id == id)
+        .ok_or_else(|| TaskError::UnknownTask(id.to_string()))
+}
+
+fn instantiate(t: &Template, options: &BankOptions, split: Split, k: usize) -> BugTask {
+    let mut rng = Rng::new(options.seed ^ hash(&t.id) ^ (k as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let map = if options.randomize_names {
+        fresh_names(&t.names, &[&t.source, &t.public], &mut rng)
+    } else {
+        Vec::new()
+    };
+    let r = |text: &str| rename(text, &map);
+    let function = r(t.function());
+    let source = r(&t.source);
+    let fix = EditOp { name: String::new(), old: r(&t.fix.old), new: r(&t.fix.new) };
+    let reference = fix.apply(&source).expect("bank tests check every edit matches once");
+    let mut ops: Vec<EditOp> = std::iter::once(fix.clone())
+        .chain(t.distractors.iter().map(|d| EditOp { name: String::new(), old: r(&d.old), new: r(&d.new) }))
+        .collect();
+    rng.shuffle(&mut ops);
+    let mut fix_name = String::new();
+    for (i, op) in ops.iter_mut().enumerate() {
+        op.name = ((b'A' + i as u8) as char).to_string();
+        if op.old == fix.old && op.new == fix.new {
+            fix_name = op.name.clone();
+        }
+    }
+    BugTask {
+        id: format!("{}-{k}", t.id.replace('/', "-")),
+        family: t.family.clone(),
+        split,
+        template: t.id.clone(),
+        public_tests: format!("from {function} import {function}\n\n\n{}", r(&t.public)),
+        function,
+        source,
+        reference,
+        hidden: t.hidden.iter().map(|c| HiddenCase { args: c.args.clone(), expected: c.expected.clone() }).collect(),
+        ops,
+        fix: fix_name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic_and_depends_on_the_seed() {
+        let a = generate(&BankOptions::default(), Split::Train);
+        assert_eq!(a, generate(&BankOptions::default(), Split::Train));
+        let b = generate(&BankOptions { seed: 1, ..BankOptions::default() }, Split::Train);
+        assert_ne!(a, b);
+        assert_eq!(a.len(), b.len());
+    }
+
+    #[test]
+    fn splits_are_disjoint_by_template_and_balanced() {
+        let o = BankOptions::default();
+        let train = generate(&o, Split::Train);
+        let held = generate(&o, Split::Heldout);
+        assert!(held.iter().all(|h| train.iter().all(|t| t.template != h.template && t.id != h.id)));
+        for family in crate::FAMILIES {
+            assert_eq!(held.iter().filter(|t| t.family == family).count(), 2, "{family}");
+        }
+    }
+
+    #[test]
+    fn randomized_names_hide_the_original_names() {
+        let o = BankOptions::default();
+        for task in generate(&o, Split::Train).iter().chain(&generate(&o, Split::Heldout)) {
+            let template = templates().iter().find(|t| t.id == task.template).unwrap();
+            for name in &template.names {
+                let words: Vec<&str> =
+                    task.source.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+                assert!(!words.contains(&name.as_str()), "{}: `{name}` still in\n{}", task.id, task.source);
+            }
+            assert!(task.source.starts_with(&format!("def {}(", task.function)));
+        }
+    }
+
+    #[test]
+    fn plain_names_when_randomization_is_off() {
+        let o = BankOptions { randomize_names: false, ..BankOptions::default() };
+        let tasks = generate(&o, Split::Train);
+        assert_eq!(tasks.len(), templates().iter().filter(|t| !t.heldout).count());
+        assert!(tasks.iter().any(|t| t.function == "largest"));
+    }
+
+    #[test]
+    fn the_fix_op_rebuilds_the_reference_and_round_trips_through_task_data() {
+        let task = &generate(&BankOptions::default(), Split::Train)[3];
+        assert_eq!(task.op(&task.fix).unwrap().apply(&task.source).as_deref(), Some(task.reference.as_str()));
+        assert_eq!(&BugTask::from_task(&task.to_task()).unwrap(), task);
+    }
+}
