@@ -2,5 +2,6 @@
 
 mod cli;
 mod config;
+mod qwen3;
 mod registry;
 mod test_plugins;
