@@ -59,6 +59,7 @@ fn logits_equal_hf_transformers_on_every_fixture() {
         for (ids, want) in reference(name) {
             let got = to_vec(model.logits(&[ids.clone()]));
             let diff = max_abs_diff(&got, &want);
+            eprintln!("{name}, {} tokens: max |logit diff| vs HF {diff:.2e}", ids.len());
             assert!(diff <= 1e-4, "{name}, {} tokens: max |logit diff| {diff}", ids.len());
             let spread = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             assert!(spread > 0.5, "{name}: logits too small ({spread}) to test anything");
@@ -104,6 +105,7 @@ fn sampler_logprobs_equal_teacher_forced_scores() {
                 worst = worst.max((lp[r * width + prompts[r].len() + i] - sampled).abs());
             }
         }
+        eprintln!("{name}: sampler vs scorer max |Δ logprob| {worst:.2e}");
         assert!(worst <= 1e-5, "{name}: sampler vs scorer max |Δ logprob| {worst}");
     }
 }
