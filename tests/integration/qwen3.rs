@@ -252,3 +252,53 @@ fn a_tied_checkpoint_loads_with_and_without_lm_head_weight() {
     assert!(load("qwen2").lm_head.is_none());
     assert!(load("llama").lm_head.is_some());
 }
+
+#[test]
+fn cli_score_prints_logprobs_at_every_or_the_requested_positions() {
+    let dir = tmp("cli-score");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model_dir = fixtures().join("qwen3-a");
+    let model = model_dir.to_str().unwrap();
+    let input = dir.join("tokens.json");
+    std::fs::write(&input, r#"{"sequences": [[1, 2, 3, 4], [5, 6]]}"#).unwrap();
+    let out = arl_tests::arl(&["score", "--model", model, "--backend", "cpu", "--input", input.to_str().unwrap()]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = doc["logprobs"].as_array().unwrap();
+    assert_eq!((rows[0].as_array().unwrap().len(), rows[1].as_array().unwrap().len()), (3, 1));
+    let direct = to_vec(score::score(&load("qwen3-a"), &[vec![1, 2, 3, 4]], None, false).unwrap().logprobs);
+    assert!((rows[0][2].as_f64().unwrap() as f32 - direct[3]).abs() < 1e-6);
+
+    std::fs::write(&input, r#"{"sequences": [[1, 2, 3, 4]], "positions": [[3]]}"#).unwrap();
+    let out = arl_tests::arl(&["score", "--model", model, "--input", input.to_str().unwrap(), "--entropy"]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["logprobs"][0].as_array().unwrap().len(), 1);
+    assert!((doc["logprobs"][0][0].as_f64().unwrap() - rows[0][2].as_f64().unwrap()).abs() < 1e-5);
+    assert!(doc["entropy"][0][0].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cli_generate_and_bench_gen_run_on_a_preset() {
+    let out = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "1,2,3", "--prompt", "[4 5]", "--max-new-tokens", "4"]).unwrap();
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|g| g["ids"].as_array().unwrap().len() == g["sampler_logprobs"].as_array().unwrap().len()));
+    let out = arl_tests::arl(&["bench", "gen", "--model", "tiny-vocab512", "--batch", "2", "--prompt-len", "3", "--new-tokens", "3"]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["decode_tokens_per_s"].as_f64().unwrap() > 0.0 && doc["prefill_tokens_per_s"].as_f64().unwrap() > 0.0);
+    let out = arl_tests::arl(&["bench", "score", "--model", "tiny-vocab512", "--batch", "2", "--seq-len", "8", "--steps", "1"]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["tokens_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn cli_model_errors_are_one_clear_line() {
+    let err = arl_tests::arl(&["generate", "--model", "arl-test/not-a-model", "--prompt", "1"]).unwrap_err();
+    assert!(err.contains("arl-test/not-a-model") && err.contains("models--arl-test--not-a-model") && err.contains("huggingface-cli download"), "{err}");
+    let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "hello"]).unwrap_err();
+    assert!(err.contains("not a token id"), "{err}");
+    let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "999"]).unwrap_err();
+    assert!(err.contains("outside the vocabulary"), "{err}");
+    let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--backend", "metal", "--prompt", "1"]).unwrap_err();
+    assert!(err.contains("unknown backend `metal`"), "{err}");
+}
