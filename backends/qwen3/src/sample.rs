@@ -145,13 +145,35 @@ pub fn draw(logits: &[f32], opts: &SamplingParams, rng: &mut impl Rng) -> (u32, 
     }
     let inv_t = 1.0 / opts.temperature;
     let truncated = opts.top_k.is_some_and(|k| k < logits.len()) || opts.top_p.is_some_and(|p| p < 1.0);
-    // Candidates (id, scaled logit): all ids, or the kept set after top-k / top-p.
+    if !truncated {
+        // The whole vocabulary: one pass for the normaliser, one to find the sample.
+        let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64 * inv_t;
+        let total: f64 = logits.iter().map(|&x| (x as f64 * inv_t - m).exp()).sum();
+        let target = rng.random::<f64>() * total;
+        let mut cum = 0.0;
+        let mut last = 0;
+        for (i, &x) in logits.iter().enumerate() {
+            let p = (x as f64 * inv_t - m).exp();
+            if p > 0.0 {
+                last = i;
+            }
+            cum += p;
+            if target < cum {
+                last = i;
+                break;
+            }
+        }
+        return (last as u32, (logits[last] as f64 * inv_t - m - total.ln()) as f32);
+    }
+    // Candidates (id, scaled logit): the kept set after top-k, then top-p.
     let mut cand: Vec<(u32, f64)> = logits.iter().enumerate().map(|(i, &x)| (i as u32, x as f64 * inv_t)).collect();
-    if truncated {
-        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if let Some(k) = opts.top_k {
+    {
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if let Some(k) = opts.top_k.filter(|&k| k < cand.len()) {
+            cand.select_nth_unstable_by(k.max(1) - 1, order);
             cand.truncate(k.max(1));
         }
+        cand.sort_by(order);
         if let Some(top_p) = opts.top_p.filter(|&p| p < 1.0) {
             // Keep the smallest prefix whose probability reaches top_p (always ≥ 1 token).
             let lse = log_sum_exp(&cand);
