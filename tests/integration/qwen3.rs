@@ -57,7 +57,7 @@ fn logits_equal_hf_transformers_on_every_fixture() {
     for name in FIXTURES {
         let model = load(name);
         for (ids, want) in reference(name) {
-            let got = to_vec(model.logits(&[ids.clone()]));
+            let got = to_vec(model.logits(std::slice::from_ref(&ids)));
             let diff = max_abs_diff(&got, &want);
             eprintln!("{name}, {} tokens: max |logit diff| vs HF {diff:.2e}", ids.len());
             assert!(diff <= 1e-4, "{name}, {} tokens: max |logit diff| {diff}", ids.len());
@@ -73,7 +73,7 @@ fn batched_right_padded_logits_equal_single_sequence_logits() {
     let refs = reference("qwen3-a");
     let (short, long) = (&refs[1].0, &refs[2].0);
     let s = score::score(&model, &[long.clone(), short.clone()], None, false).unwrap();
-    let alone = score::score(&model, &[short.clone()], None, false).unwrap();
+    let alone = score::score(&model, std::slice::from_ref(short), None, false).unwrap();
     let batched = to_vec(s.logprobs.slice([1..2, 0..short.len()]));
     assert!(max_abs_diff(&batched, &to_vec(alone.logprobs)) < 1e-5);
 }
@@ -217,7 +217,7 @@ fn broken_copy(name: &str, tag: &str, edit: impl Fn(&str) -> String) -> PathBuf 
 }
 
 fn load_err(dir: &Path) -> String {
-    Qwen3::<Dispatch>::load_dir(dir, &cpu()).err().expect("load must fail").to_string()
+    Qwen3::<Dispatch>::load_dir(dir, &cpu()).expect_err("load must fail").to_string()
 }
 
 #[test]

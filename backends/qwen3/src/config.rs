@@ -213,13 +213,13 @@ impl ModelConfig {
         }
         let heads = hf.num_attention_heads;
         let kv_heads = hf.num_key_value_heads.unwrap_or(heads);
-        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
+        if heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(config_err(format!(
                 "num_attention_heads ({heads}) must be a positive multiple of num_key_value_heads ({kv_heads})"
             )));
         }
         let head_dim = hf.head_dim.unwrap_or(hf.hidden_size / heads);
-        if head_dim % 2 != 0 {
+        if !head_dim.is_multiple_of(2) {
             return Err(config_err(format!("head_dim {head_dim} must be even for rotary embeddings")));
         }
         let attention_bias = hf.attention_bias.unwrap_or(false);
