@@ -235,6 +235,13 @@ fn load_errors_name_the_problem() {
     let err = load_err(&dir);
     assert!(err.contains("model.safetensors") && err.contains("missing file"), "{err}");
 
+    // A tensor the config requires but the file lacks: an untied head without lm_head.weight.
+    std::fs::copy(fixtures().join("qwen2/model.safetensors"), dir.join("model.safetensors")).unwrap();
+    let untied = std::fs::read_to_string(fixtures().join("qwen2/config.json")).unwrap().replace(r#""tie_word_embeddings": true"#, r#""tie_word_embeddings": false"#);
+    std::fs::write(dir.join("config.json"), untied).unwrap();
+    let err = load_err(&dir);
+    assert!(err.contains("tensor `lm_head.weight` is missing"), "{err}");
+
     std::fs::remove_file(dir.join("config.json")).unwrap();
     let err = load_err(&dir);
     assert!(err.contains("config.json"), "{err}");
