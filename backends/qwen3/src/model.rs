@@ -85,7 +85,7 @@ impl<B: Backend> Qwen3<B> {
             // h Eᵀ made burn-flex copy the transposed embedding on every call (~2x slower head,
             // measured here). Many rows (scoring): h Eᵀ keeps the [N, vocab] logits contiguous
             // for the log-softmax (~15% faster `arl bench score`).
-            None if h.dims()[0] <= 16 => self.embed_tokens.val().matmul(h.transpose()).transpose(),
+            None if h.dims()[0] <= 64 => self.embed_tokens.val().matmul(h.transpose()).transpose(),
             None => h.matmul(self.embed_tokens.val().transpose()),
         }
     }
