@@ -309,3 +309,14 @@ fn cli_model_errors_are_one_clear_line() {
     let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--backend", "metal", "--prompt", "1"]).unwrap_err();
     assert!(err.contains("unknown backend `metal`"), "{err}");
 }
+
+#[test]
+fn presets_are_seeded_and_resolve_by_name() {
+    let a = arl_qwen3::load("tiny-vocab512", &cpu()).unwrap().hf_tensors();
+    let b = arl_qwen3::load("tiny-vocab512", &cpu()).unwrap().hf_tensors();
+    assert!(a == b, "same preset, same weights");
+    let tiny = arl_qwen3::load("tiny", &cpu()).unwrap();
+    assert_eq!(tiny.config.vocab_size, 151_936);
+    assert_eq!(tiny.config.eos_token_ids, vec![151_645, 151_643]);
+    assert_ne!(tiny.config.head_dim, tiny.config.hidden_size / tiny.config.num_attention_heads);
+}
