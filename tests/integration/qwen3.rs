@@ -320,3 +320,19 @@ fn presets_are_seeded_and_resolve_by_name() {
     assert_eq!(tiny.config.eos_token_ids, vec![151_645, 151_643]);
     assert_ne!(tiny.config.head_dim, tiny.config.hidden_size / tiny.config.num_attention_heads);
 }
+
+#[test]
+fn the_policy_samples_the_same_on_a_training_device_and_scores_with_gradients() {
+    use arl_core::policy::Policy;
+    let src = fixtures().join("qwen3-a");
+    let mut plain = arl_qwen3::QwenPolicy::load(src.to_str().unwrap(), &cpu()).unwrap();
+    let mut train = arl_qwen3::QwenPolicy::load(src.to_str().unwrap(), &DispatchDevice::autodiff(cpu())).unwrap();
+    let params = full_length(6, 9);
+    let a = plain.generate(&prompts(), &params).unwrap();
+    let b = train.generate(&prompts(), &params).unwrap();
+    assert_eq!(a, b);
+    let seqs: Vec<Vec<u32>> = prompts().iter().zip(&b).map(|(p, g)| p.iter().chain(&g.ids).copied().collect()).collect();
+    let scores = train.score(&seqs, None, false).unwrap();
+    let grads = scores.logprobs.sum().backward();
+    assert!(train.model.norm.weight.val().grad(&grads).is_some());
+}

@@ -1,6 +1,7 @@
 //! [`QwenPolicy`]: the model behind arl-core's object-safe [`Policy`] trait.
 
 use arl_core::policy::{Generation, Policy, PolicyError, SamplingParams, Scores};
+use burn::module::AutodiffModule;
 use burn::{Dispatch, DispatchDevice};
 
 use crate::{DispatchQwen3, ModelError, sample, score};
@@ -21,7 +22,13 @@ fn err(e: ModelError) -> PolicyError {
 }
 
 impl Policy for QwenPolicy {
+    /// On a training (autodiff) device, samples with the inner module (`valid()`), so decode
+    /// steps record no autodiff graph.
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+        if matches!(self.model.device(), DispatchDevice::Autodiff(_)) {
+            let inner: DispatchQwen3 = self.model.valid();
+            return sample::generate::<Dispatch>(&inner, prompts, params).map_err(err);
+        }
         sample::generate::<Dispatch>(&self.model, prompts, params).map_err(err)
     }
 
