@@ -1,7 +1,7 @@
 //! arl-core — the ground floor of arl.
 //!
 //! It owns the plugin traits ([`Env`], [`ToolSet`], [`Sandbox`], [`AdvantageFn`],
-//! [`PolicyLoss`]), the data that flows between them (messages, tool calls and their
+//! [`PolicyLoss`]), the [`Policy`] interface (generate, score), the data that flows between them (messages, tool calls and their
 //! outcomes, tasks, episodes with token ids and masks), the run configuration, and the
 //! `inventory`-based plugin [`registry`].
 //!
@@ -22,6 +22,7 @@ pub mod error;
 pub mod eval;
 pub mod loss;
 pub mod message;
+pub mod policy;
 pub mod registry;
 pub mod sandbox;
 pub mod task;
@@ -36,6 +37,7 @@ pub use episode::{Episode, EpisodeStats};
 pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
 pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, TokenLoss};
 pub use message::{Message, Role};
+pub use policy::{FinishReason, Generation, Policy, PolicyError, SamplingParams, Scores};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
 pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};
 pub use task::{Split, Task};

@@ -4,5 +4,6 @@ mod cli;
 mod config;
 mod losses;
 mod envs;
+mod qwen3;
 mod registry;
 mod test_plugins;

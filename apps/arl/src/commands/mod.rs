@@ -1,25 +1,33 @@
 //! Subcommands, one file each.
 
 mod advantages;
+mod bench;
 mod config;
+mod generate;
 mod grade;
 mod list;
 mod loss;
+mod model_args;
 mod run;
 mod run_args;
 mod sandbox;
+mod score;
 mod tasks;
 
 use std::io::Write;
 
 pub use advantages::Advantages;
+pub use bench::Bench;
 pub use config::ConfigCommand;
-pub use loss::LossCommand;
+pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
+pub use loss::LossCommand;
+pub use model_args::ModelArgs;
 pub use run::Run;
 pub use run_args::RunArgs;
 pub use sandbox::SandboxCommand;
+pub use score::Score;
 pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
@@ -44,6 +52,13 @@ pub enum Command {
     /// Run a Python file in a sandbox (JSON outcome).
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Teacher-forced log-probabilities of token sequences (JSON in, JSON out).
+    Score(Score),
+    /// Sample continuations of token-id prompts with the KV cache.
+    Generate(Generate),
+    /// Throughput benchmarks (one JSON line each).
+    #[command(subcommand)]
+    Bench(Bench),
 }
 
 impl Command {
@@ -57,6 +72,9 @@ impl Command {
             Command::Tasks(cmd) => cmd.execute(out),
             Command::Grade(cmd) => cmd.execute(out),
             Command::Sandbox(cmd) => cmd.execute(out),
+            Command::Score(cmd) => cmd.execute(out),
+            Command::Generate(cmd) => cmd.execute(out),
+            Command::Bench(cmd) => cmd.execute(out),
         }
     }
 }

@@ -1,0 +1,55 @@
+//! `arl score`: teacher-forced log-probabilities of token sequences.
+//! Input `{"sequences": [[id, …], …], "positions": [[t, …], …]?}`; output
+//! `{"logprobs": [[…], …]}` with, per row, `log p(ids[t] | ids[..t])` for each requested `t`
+//! (default every `t` in `1..len`, so `len − 1` values), and `"entropy"` with `--entropy`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use arl_qwen3::score;
+use serde::Deserialize;
+
+use super::ModelArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct Score {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// JSON file with `sequences` (token ids) and optional `positions`.
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// Also print the entropy of each scored next-token distribution.
+    #[arg(long)]
+    pub entropy: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    sequences: Vec<Vec<u32>>,
+    positions: Option<Vec<Vec<usize>>>,
+}
+
+impl Score {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(&self.input).with_context(|| format!("reading {}", self.input.display()))?;
+        let input: Input = serde_json::from_str(&text)
+            .with_context(|| format!("{}: expected {{\"sequences\": [[id, …]], \"positions\"?: [[t, …]]}}", self.input.display()))?;
+        let device = self.model.device()?;
+        let model = self.model.load_on(&device)?;
+        let positions = input.positions.unwrap_or_else(|| score::all_positions(&input.sequences));
+        let scored = score::score(&model, &input.sequences, Some(&positions), self.entropy)?;
+        let width = input.sequences.iter().map(Vec::len).max().unwrap_or(0);
+        let rows = |t: burn::tensor::Tensor<burn::Dispatch, 2>| -> Vec<Vec<f32>> {
+            let flat = t.into_data().convert::<f32>().to_vec::<f32>().expect("f32");
+            positions.iter().enumerate().map(|(r, ts)| ts.iter().map(|&t| flat[r * width + t]).collect()).collect()
+        };
+        let mut doc = serde_json::json!({ "logprobs": rows(scored.logprobs) });
+        if let Some(e) = scored.entropy {
+            doc["entropy"] = serde_json::json!(rows(e));
+        }
+        writeln!(out, "{doc}")?;
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! The blocks, bottom-up: linear (HF `[out, in]` stored here as `[in, out]`), RMSNorm with the
+//! fp32 computation HF does, rotary (split halves), attention with GQA and an optional KV
+//! cache, the SwiGLU MLP, and the decoder layer. Op order follows `modeling_qwen3.py`
+//! (SPEC.md §1.2).
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::{silu, softmax};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::cache::LayerCache;
+use crate::config::ModelConfig;
+use crate::weights::WeightSource;
+use crate::ModelError;
+
+pub(crate) fn param<B: Backend, const D: usize>(data: Vec<f32>, shape: [usize; D], device: &B::Device) -> Param<Tensor<B, D>> {
+    Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
+}
+
+/// `y = x W + b` on `[tokens, in]` rows; `weight` is `[in, out]`.
+#[derive(Module, Debug)]
+pub struct Linear<B: Backend> {
+    pub weight: Param<Tensor<B, 2>>,
+    pub bias: Option<Param<Tensor<B, 1>>>,
+}
+
+impl<B: Backend> Linear<B> {
+    /// Load HF `{prefix}.weight` (`[out, in]`, transposed here) and, if `bias`, `{prefix}.bias`.
+    pub fn load(src: &mut dyn WeightSource, prefix: &str, d_in: usize, d_out: usize, bias: bool, device: &B::Device) -> Result<Self, ModelError> {
+        let w = src.get(&format!("{prefix}.weight"), &[d_out, d_in])?;
+        let weight = param(transpose(&w, d_out, d_in), [d_in, d_out], device);
+        let bias = if bias { Some(param(src.get(&format!("{prefix}.bias"), &[d_out])?, [d_out], device)) } else { None };
+        Ok(Self { weight, bias })
+    }
+
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let y = x.matmul(self.weight.val());
+        match &self.bias {
+            Some(b) => y + b.val().unsqueeze_dim(0),
+            None => y,
+        }
+    }
+}
+
+/// Row-major `[rows, cols]` → `[cols, rows]`.
+pub(crate) fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; w.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = w[r * cols + c];
+        }
+    }
+    out
+}
+
+/// RMSNorm over the last axis: `w * (x * rsqrt(mean(x²) + eps))`, in f32 (HF upcasts to f32;
+/// the model computes in f32 throughout here).
+#[derive(Module, Debug)]
+pub struct RmsNorm<B: Backend> {
+    pub weight: Param<Tensor<B, 1>>,
+    pub eps: f64,
+}
+
+impl<B: Backend> RmsNorm<B> {
+    pub fn load(src: &mut dyn WeightSource, name: &str, dim: usize, eps: f64, device: &B::Device) -> Result<Self, ModelError> {
+        Ok(Self { weight: param(src.get(name, &[dim])?, [dim], device), eps })
+    }
+
+    pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        let var = x.clone().square().mean_dim(D - 1);
+        let normed = x * var.add_scalar(self.eps).sqrt().recip();
+        let mut shape = [1usize; D];
+        shape[D - 1] = self.weight.dims()[0];
+        normed * self.weight.val().reshape(shape)
+    }
+}
+
+/// cos/sin tables `[B, 1, T, head_dim]` for the given positions (NeoX split-halves layout:
+/// `emb = cat(freqs, freqs)`).
+pub struct Rope<B: Backend> {
+    pub cos: Tensor<B, 4>,
+    pub sin: Tensor<B, 4>,
+}
+
+impl<B: Backend> Rope<B> {
+    /// `positions` is `[B][T]`, every row the same length.
+    pub fn new(positions: &[Vec<usize>], head_dim: usize, theta: f64, device: &B::Device) -> Self {
+        let (b, t) = (positions.len(), positions.first().map_or(0, Vec::len));
+        let half = head_dim / 2;
+        // HF: inv_freq = 1 / theta^(arange(0, d, 2) / d), in float32.
+        let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32).collect();
+        let pos: Vec<f32> = positions.iter().flatten().map(|&p| p as f32).collect();
+        let pos = Tensor::<B, 3>::from_data(TensorData::new(pos, [b, t, 1]), device);
+        let inv = Tensor::<B, 3>::from_data(TensorData::new(inv_freq, [1, 1, half]), device);
+        let freqs = pos * inv;
+        let emb = Tensor::cat(vec![freqs.clone(), freqs], 2).unsqueeze_dim::<4>(1);
+        Self { cos: emb.clone().cos(), sin: emb.sin() }
+    }
+
+    /// `x * cos + rotate_half(x) * sin` on `[B, heads, T, head_dim]`.
+    pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+        let [b, h, t, d] = x.dims();
+        let half = d / 2;
+        let x1 = x.clone().slice([0..b, 0..h, 0..t, 0..half]);
+        let x2 = x.clone().slice([0..b, 0..h, 0..t, half..d]);
+        let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+        x * self.cos.clone() + rotated * self.sin.clone()
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Attention<B: Backend> {
+    pub q_proj: Linear<B>,
+    pub k_proj: Linear<B>,
+    pub v_proj: Linear<B>,
+    pub o_proj: Linear<B>,
+    pub q_norm: Option<RmsNorm<B>>,
+    pub k_norm: Option<RmsNorm<B>>,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl<B: Backend> Attention<B> {
+    pub fn load(src: &mut dyn WeightSource, p: &str, c: &ModelConfig, device: &B::Device) -> Result<Self, ModelError> {
+        let (h, hd) = (c.hidden_size, c.head_dim);
+        let (q, kv) = (c.num_attention_heads * hd, c.num_key_value_heads * hd);
+        let norm = |src: &mut dyn WeightSource, n: &str| -> Result<Option<RmsNorm<B>>, ModelError> {
+            if c.qk_norm { RmsNorm::load(src, &format!("{p}.{n}.weight"), hd, c.rms_norm_eps, device).map(Some) } else { Ok(None) }
+        };
+        Ok(Self {
+            q_proj: Linear::load(src, &format!("{p}.q_proj"), h, q, c.qkv_bias, device)?,
+            k_proj: Linear::load(src, &format!("{p}.k_proj"), h, kv, c.qkv_bias, device)?,
+            v_proj: Linear::load(src, &format!("{p}.v_proj"), h, kv, c.qkv_bias, device)?,
+            o_proj: Linear::load(src, &format!("{p}.o_proj"), q, h, c.o_bias, device)?,
+            q_norm: norm(src, "q_norm")?,
+            k_norm: norm(src, "k_norm")?,
+            n_heads: c.num_attention_heads,
+            n_kv_heads: c.num_key_value_heads,
+            head_dim: hd,
+        })
+    }
+
+    /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `bias` is an additive mask
+    /// `[B or 1, T, L]` over the `L = past + T` keys (0 or −∞), or `None` for plain causal
+    /// attention without a cache.
+    pub fn forward(&self, x: Tensor<B, 2>, batch: usize, rope: &Rope<B>, bias: Option<Tensor<B, 3>>, cache: Option<&mut LayerCache<B>>) -> Tensor<B, 2> {
+        let t = x.dims()[0] / batch;
+        let (nh, nkv, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
+        let heads = |y: Tensor<B, 2>, n: usize, norm: &Option<RmsNorm<B>>| {
+            let y = y.reshape([batch, t, n, hd]);
+            let y = match norm {
+                Some(norm) => norm.forward(y),
+                None => y,
+            };
+            y.swap_dims(1, 2)
+        };
+        let q = rope.apply(heads(self.q_proj.forward(x.clone()), nh, &self.q_norm));
+        let k = rope.apply(heads(self.k_proj.forward(x.clone()), nkv, &self.k_norm));
+        let v = heads(self.v_proj.forward(x), nkv, &None);
+        let (k, v) = match cache {
+            Some(cache) => cache.append(k, v),
+            None => (k, v),
+        };
+        let l = k.dims()[2];
+        let rep = nh / nkv;
+        // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv`
+        // (HF's repeat_kv is a repeat_interleave), so group them as [B, nkv, rep·T, hd].
+        let q = q.reshape([batch, nkv, rep * t, hd]);
+        let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar((hd as f64).powf(-0.5));
+        let scores = scores.reshape([batch, nkv, rep, t, l]);
+        let bias = match bias {
+            Some(b) => b,
+            None => causal_bias::<B>(t, l, &scores.device()),
+        };
+        let bb = bias.dims()[0];
+        let scores = scores + bias.reshape([bb, 1, 1, t, l]);
+        let probs = softmax(scores.reshape([batch, nkv, rep * t, l]), 3);
+        let out = probs.matmul(v).reshape([batch, nh, t, hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
+        self.o_proj.forward(out)
+    }
+}
+
+/// `[1, T, L]`: query `i` (at key index `L − T + i`) sees keys `≤` its own index.
+pub fn causal_bias<B: Backend>(t: usize, l: usize, device: &B::Device) -> Tensor<B, 3> {
+    let past = l - t;
+    let data: Vec<f32> = (0..t).flat_map(|i| (0..l).map(move |j| if j <= past + i { 0.0 } else { f32::NEG_INFINITY })).collect();
+    Tensor::from_data(TensorData::new(data, [1, t, l]), device)
+}
+
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    pub gate_proj: Linear<B>,
+    pub up_proj: Linear<B>,
+    pub down_proj: Linear<B>,
+}
+
+impl<B: Backend> Mlp<B> {
+    pub fn load(src: &mut dyn WeightSource, p: &str, c: &ModelConfig, device: &B::Device) -> Result<Self, ModelError> {
+        let (h, i, b) = (c.hidden_size, c.intermediate_size, c.mlp_bias);
+        Ok(Self {
+            gate_proj: Linear::load(src, &format!("{p}.gate_proj"), h, i, b, device)?,
+            up_proj: Linear::load(src, &format!("{p}.up_proj"), h, i, b, device)?,
+            down_proj: Linear::load(src, &format!("{p}.down_proj"), i, h, b, device)?,
+        })
+    }
+
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.down_proj.forward(silu(self.gate_proj.forward(x.clone())) * self.up_proj.forward(x))
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct DecoderLayer<B: Backend> {
+    pub input_layernorm: RmsNorm<B>,
+    pub self_attn: Attention<B>,
+    pub post_attention_layernorm: RmsNorm<B>,
+    pub mlp: Mlp<B>,
+}
+
+impl<B: Backend> DecoderLayer<B> {
+    pub fn load(src: &mut dyn WeightSource, i: usize, c: &ModelConfig, device: &B::Device) -> Result<Self, ModelError> {
+        let p = format!("model.layers.{i}");
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        Ok(Self {
+            input_layernorm: RmsNorm::load(src, &format!("{p}.input_layernorm.weight"), h, eps, device)?,
+            self_attn: Attention::load(src, &format!("{p}.self_attn"), c, device)?,
+            post_attention_layernorm: RmsNorm::load(src, &format!("{p}.post_attention_layernorm.weight"), h, eps, device)?,
+            mlp: Mlp::load(src, &format!("{p}.mlp"), c, device)?,
+        })
+    }
+
+    pub fn forward(&self, h: Tensor<B, 2>, batch: usize, rope: &Rope<B>, bias: Option<Tensor<B, 3>>, cache: Option<&mut LayerCache<B>>) -> Tensor<B, 2> {
+        let h = h.clone() + self.self_attn.forward(self.input_layernorm.forward(h), batch, rope, bias, cache);
+        h.clone() + self.mlp.forward(self.post_attention_layernorm.forward(h))
+    }
+}

@@ -1,0 +1,58 @@
+//! arl-qwen3 — the policy model on burn: Qwen3 (and, from the same code, Qwen2 and Llama
+//! checkpoints), computed exactly as HF transformers does (SPEC.md §1).
+//!
+//! It owns the architecture config ([`ModelConfig`], read from an HF `config.json` in either
+//! the transformers-4.51 or -5 layout), loading and saving HF checkpoint directories
+//! (safetensors, single or sharded, F32/BF16/F16 → f32), resolving a `--model` string
+//! ([`hub`]: directory, preset, or repo id in the local HF cache — nothing is downloaded),
+//! seeded random [`presets`], batched KV-cache sampling ([`sample`]) that records each token's
+//! log-probability under the distribution it was drawn from, and teacher-forced scoring
+//! ([`score`]) that projects only the requested positions through the LM head. [`QwenPolicy`]
+//! implements arl-core's [`arl_core::policy::Policy`].
+//!
+//! It knows nothing about tokenizers, chat templates or environments (token ids in, token ids
+//! out), and no concrete backend: the model is generic over burn's `Backend` and used as
+//! `Qwen3<burn::Dispatch>`, so the device (CPU/CUDA/libtorch, with or without autodiff) is
+//! chosen at run time. Computation is f32. No cargo features.
+
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod hub;
+pub mod layers;
+pub mod model;
+pub mod policy;
+pub mod presets;
+pub mod sample;
+pub mod score;
+pub mod weights;
+
+pub use cache::KvCache;
+pub use config::{Family, ModelConfig};
+pub use error::ModelError;
+pub use model::Qwen3;
+pub use policy::QwenPolicy;
+pub use sample::{GenTimings, generate, generate_timed};
+pub use score::{ScoreOutput, score};
+
+use burn::Dispatch;
+use burn::DispatchDevice;
+
+/// The model on burn's run-time-dispatched backend.
+pub type DispatchQwen3 = Qwen3<Dispatch>;
+
+/// Load `source` (a directory, a preset name, or a repo id in the local HF cache) on `device`.
+pub fn load(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, ModelError> {
+    match hub::resolve(source)? {
+        hub::Source::Dir(dir) => Qwen3::load_dir(&dir, device),
+        hub::Source::Preset(name) => {
+            let p = presets::find(name).expect("resolved preset exists");
+            Ok(Qwen3::random(p.config(), p.seed, p.init_std, device))
+        }
+    }
+}
+
+/// The default CPU device (burn-flex).
+pub fn cpu() -> DispatchDevice {
+    DispatchDevice::Flex(Default::default())
+}

@@ -1,0 +1,163 @@
+//! The causal LM: embeddings → decoder layers → final RMSNorm → LM head (tied to the
+//! embeddings or its own `[hidden, vocab]` matrix). Loading from a checkpoint directory or a
+//! preset, and saving in the HF layout.
+
+use std::path::Path;
+
+use burn::module::{Module, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::cache::KvCache;
+use crate::config::ModelConfig;
+use crate::layers::{DecoderLayer, RmsNorm, Rope, param, transpose};
+use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
+use crate::ModelError;
+
+#[derive(Module, Debug)]
+pub struct Qwen3<B: Backend> {
+    /// `[vocab, hidden]`, as HF stores it.
+    pub embed_tokens: Param<Tensor<B, 2>>,
+    pub layers: Vec<DecoderLayer<B>>,
+    pub norm: RmsNorm<B>,
+    /// `[hidden, vocab]`; `None` when tied to `embed_tokens`.
+    pub lm_head: Option<Param<Tensor<B, 2>>>,
+    #[module(skip)]
+    pub config: ModelConfig,
+}
+
+impl<B: Backend> Qwen3<B> {
+    /// Build from any weight source (HF names and shapes).
+    pub fn from_source(config: ModelConfig, src: &mut dyn WeightSource, device: &B::Device) -> Result<Self, ModelError> {
+        let c = &config;
+        let (v, h) = (c.vocab_size, c.hidden_size);
+        let embed_tokens = param(src.get("model.embed_tokens.weight", &[v, h])?, [v, h], device);
+        let layers = (0..c.num_hidden_layers).map(|i| DecoderLayer::load(src, i, c, device)).collect::<Result<Vec<_>, _>>()?;
+        let norm = RmsNorm::load(src, "model.norm.weight", h, c.rms_norm_eps, device)?;
+        // A tied checkpoint may still ship `lm_head.weight` (Qwen3-0.6B does); HF ignores it.
+        let lm_head = if c.tie_word_embeddings {
+            None
+        } else {
+            Some(param(transpose(&src.get("lm_head.weight", &[v, h])?, v, h), [h, v], device))
+        };
+        Ok(Self { embed_tokens, layers, norm, lm_head, config })
+    }
+
+    /// Load an HF checkpoint directory (config.json [+ generation_config.json] + safetensors).
+    pub fn load_dir(dir: &Path, device: &B::Device) -> Result<Self, ModelError> {
+        let config = ModelConfig::from_dir(dir)?;
+        let mut ckpt = Checkpoint::open(dir)?;
+        Self::from_source(config, &mut ckpt, device)
+    }
+
+    /// Seeded random weights with std `init_std` for matrices.
+    pub fn random(config: ModelConfig, seed: u64, init_std: f32, device: &B::Device) -> Self {
+        Self::from_source(config, &mut RandomInit { seed, std: init_std }, device).expect("random init cannot fail")
+    }
+
+    pub fn device(&self) -> B::Device {
+        self.embed_tokens.val().device()
+    }
+
+    /// Hidden states before the final norm, `[B·T, hidden]` (rows of a sequence contiguous).
+    /// `positions` is `[B][T]` (rotary positions); `bias` an additive `[B or 1, T, past+T]`
+    /// mask or `None` for plain causal attention.
+    pub fn hidden(&self, ids: &[Vec<u32>], positions: &[Vec<usize>], bias: Option<Tensor<B, 3>>, mut cache: Option<&mut KvCache<B>>) -> Tensor<B, 2> {
+        let device = self.device();
+        let batch = ids.len();
+        let flat: Vec<i64> = ids.iter().flatten().map(|&i| i as i64).collect();
+        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(flat, [batch * ids[0].len()]), &device);
+        let mut h = self.embed_tokens.val().select(0, ids);
+        let rope = Rope::new(positions, self.config.head_dim, self.config.rope_theta, &device);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            h = layer.forward(h, batch, &rope, bias.clone(), layer_cache);
+        }
+        h
+    }
+
+    /// Final norm and LM head on `[N, hidden]` rows → logits `[N, vocab]`.
+    pub fn head(&self, h: Tensor<B, 2>) -> Tensor<B, 2> {
+        let h = self.norm.forward(h);
+        match &self.lm_head {
+            Some(w) => h.matmul(w.val()),
+            // Few rows (decode): (E hᵀ)ᵀ reads the [vocab, hidden] embedding in its stored order;
+            // h Eᵀ made burn-flex copy the transposed embedding on every call (~2x slower head,
+            // measured here). Many rows (scoring): h Eᵀ keeps the [N, vocab] logits contiguous
+            // for the log-softmax (~15% faster `arl bench score`).
+            None if h.dims()[0] <= 64 => self.embed_tokens.val().matmul(h.transpose()).transpose(),
+            None => h.matmul(self.embed_tokens.val().transpose()),
+        }
+    }
+
+    /// Logits for every position of equal-length sequences, `[B, T, vocab]` (for tests and
+    /// small inputs; scoring and sampling only project the rows they need).
+    pub fn logits(&self, ids: &[Vec<u32>]) -> Tensor<B, 3> {
+        let (b, t) = (ids.len(), ids[0].len());
+        let positions: Vec<Vec<usize>> = (0..b).map(|_| (0..t).collect()).collect();
+        let h = self.hidden(ids, &positions, None, None);
+        self.head(h).reshape([b, t, self.config.vocab_size])
+    }
+
+    /// Every weight under its HF name, HF shape (`[out, in]`) and row-major f32 data.
+    pub fn hf_tensors(&self) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+        fn data<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+            t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 data")
+        }
+        let mut out = Vec::new();
+        let push_linear = |out: &mut Vec<_>, name: String, l: &crate::layers::Linear<B>| {
+            let [din, dout] = l.weight.dims();
+            out.push((format!("{name}.weight"), vec![dout, din], transpose(&data(l.weight.val()), din, dout)));
+            if let Some(b) = &l.bias {
+                out.push((format!("{name}.bias"), vec![dout], data(b.val())));
+            }
+        };
+        let norm = |out: &mut Vec<(String, Vec<usize>, Vec<f32>)>, name: String, n: &RmsNorm<B>| {
+            out.push((name, n.weight.dims().to_vec(), data(n.weight.val())));
+        };
+        out.push(("model.embed_tokens.weight".into(), self.embed_tokens.dims().to_vec(), data(self.embed_tokens.val())));
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            norm(&mut out, format!("{p}.input_layernorm.weight"), &l.input_layernorm);
+            norm(&mut out, format!("{p}.post_attention_layernorm.weight"), &l.post_attention_layernorm);
+            let a = &l.self_attn;
+            for (n, lin) in [("q_proj", &a.q_proj), ("k_proj", &a.k_proj), ("v_proj", &a.v_proj), ("o_proj", &a.o_proj)] {
+                push_linear(&mut out, format!("{p}.self_attn.{n}"), lin);
+            }
+            if let Some(q) = &a.q_norm {
+                norm(&mut out, format!("{p}.self_attn.q_norm.weight"), q);
+            }
+            if let Some(k) = &a.k_norm {
+                norm(&mut out, format!("{p}.self_attn.k_norm.weight"), k);
+            }
+            for (n, lin) in [("gate_proj", &l.mlp.gate_proj), ("up_proj", &l.mlp.up_proj), ("down_proj", &l.mlp.down_proj)] {
+                push_linear(&mut out, format!("{p}.mlp.{n}"), lin);
+            }
+        }
+        norm(&mut out, "model.norm.weight".into(), &self.norm);
+        if let Some(w) = &self.lm_head {
+            let [h, v] = w.dims();
+            out.push(("lm_head.weight".into(), vec![v, h], transpose(&data(w.val()), h, v)));
+        }
+        out
+    }
+
+    /// Write `dir/config.json`, `dir/generation_config.json` (EOS ids) and an F32
+    /// `dir/model.safetensors`, loadable by arl and by HF transformers.
+    pub fn save_dir(&self, dir: &Path) -> Result<(), ModelError> {
+        std::fs::create_dir_all(dir).map_err(|e| ModelError::write(dir, e))?;
+        let config = serde_json::to_string_pretty(&self.config.to_hf_json()).expect("json");
+        let path = dir.join("config.json");
+        std::fs::write(&path, config + "\n").map_err(|e| ModelError::write(&path, e))?;
+        let mut gen_cfg = serde_json::Map::new();
+        if let Some(b) = self.config.bos_token_id {
+            gen_cfg.insert("bos_token_id".into(), b.into());
+        }
+        if !self.config.eos_token_ids.is_empty() {
+            gen_cfg.insert("eos_token_id".into(), self.config.eos_token_ids.clone().into());
+        }
+        let path = dir.join("generation_config.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&gen_cfg).expect("json") + "\n").map_err(|e| ModelError::write(&path, e))?;
+        write_safetensors(&dir.join("model.safetensors"), &self.hf_tensors())
+    }
+}

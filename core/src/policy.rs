@@ -1,0 +1,82 @@
+//! The policy interface: the model behind one object-safe trait, whatever the backend.
+//!
+//! Two operations, both token-in/token-out:
+//! - [`Policy::generate`]: batched sampling of continuations for prompts of different lengths;
+//!   each sampled token comes with its log-probability under the distribution it was
+//!   actually drawn from (after temperature and any top-k/top-p truncation), and each row says
+//!   why it stopped.
+//! - [`Policy::score`]: teacher-forced log-probabilities (and optionally entropies) of given
+//!   sequences at requested positions only, as `[rows, tokens]` tensors on the policy's
+//!   device — with gradients when that device is an autodiff device (the trainer's update).
+//!
+//! Optimizer steps and checkpoints are the implementation's business (it owns the module).
+
+use burn::Dispatch;
+use burn::tensor::Tensor;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How to sample. The defaults (temperature 1, no truncation) make the sampler's
+/// distribution exactly the model's, so sampler and trainer log-probabilities agree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SamplingParams {
+    /// 0 means greedy (the recorded log-probability is then 0: a point mass).
+    pub temperature: f64,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f64>,
+    pub max_new_tokens: usize,
+    /// Seeds every row's random stream; the same seed and prompts give the same samples.
+    pub seed: u64,
+    /// Token ids that end a row (the stop token is kept in the output). `None`: the model's
+    /// own EOS ids (config.json and generation_config.json).
+    pub stop_ids: Option<Vec<u32>>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: 256, seed: 0, stop_ids: None }
+    }
+}
+
+/// Why a row stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// It sampled a stop id (the last of `ids`).
+    Stop,
+    /// It reached `max_new_tokens`.
+    Length,
+}
+
+/// One row's continuation (the prompt is not repeated).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    pub ids: Vec<u32>,
+    /// One per id: log-probability under the distribution it was sampled from.
+    pub sampler_logprobs: Vec<f32>,
+    pub finish: FinishReason,
+}
+
+/// Teacher-forced scores, `[rows, tokens]` with `tokens` = the longest sequence. Entry
+/// `[r, t]` is `log p(ids[t] | ids[..t])` where `t` was requested for row `r`, else 0.
+#[derive(Clone, Debug)]
+pub struct Scores {
+    pub logprobs: Tensor<Dispatch, 2>,
+    /// Entropy of the next-token distribution at the same entries, when asked for.
+    pub entropy: Option<Tensor<Dispatch, 2>>,
+}
+
+/// A policy failed on a well-formed call (bad ids, out-of-range positions, a device error).
+#[derive(Debug, thiserror::Error)]
+#[error("policy: {0}")]
+pub struct PolicyError(pub String);
+
+pub trait Policy {
+    /// Sample a continuation of every prompt (token ids), all rows decoded together.
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError>;
+
+    /// Score `sequences` at `positions` (per row, each `t` in `1..len`; `None`: every
+    /// `t ≥ 1`). Only those positions go through the LM head.
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError>;
+}
