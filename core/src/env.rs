@@ -13,6 +13,10 @@ pub trait Env: Send + Sync {
     fn tools(&self) -> Vec<ToolSchema>;
     /// Start an episode on `task`.
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError>;
+    /// New tokens per assistant turn when the config leaves `sampling.max_new_tokens` unset.
+    fn default_max_new_tokens(&self) -> u32 {
+        64
+    }
 }
 
 /// One live episode. The rollout engine calls [`EnvSession::step`] once per sampled

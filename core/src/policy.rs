@@ -80,3 +80,42 @@ pub trait Policy {
     /// `t ≥ 1`). Only those positions go through the LM head.
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError>;
 }
+
+/// What one optimizer step did (see [`TrainablePolicy::step`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OptimStep {
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    pub clipped: bool,
+    /// Micro-batches whose gradients went into the step.
+    pub micro_batches: u32,
+}
+
+/// A policy that can be trained: the update scores with gradients, backpropagates each
+/// micro-batch's normalized loss into accumulated gradients, and takes optimizer steps.
+///
+/// [`Policy::score`] on a trainable policy never builds an autodiff graph (it is the
+/// "before the update" recomputation); [`TrainablePolicy::score_with_grad`] does.
+pub trait TrainablePolicy: Policy {
+    /// The device scores live on (a plain device; tensors built for the loss go there).
+    fn device(&self) -> burn::DispatchDevice;
+
+    /// As [`Policy::score`], on the training module, with gradients.
+    fn score_with_grad(
+        &self,
+        sequences: &[Vec<u32>],
+        positions: Option<&[Vec<usize>]>,
+        entropy: bool,
+    ) -> Result<Scores, PolicyError>;
+
+    /// Backpropagate one micro-batch's scalar loss and add its gradients to the
+    /// accumulated ones.
+    fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError>;
+
+    /// Clip the accumulated gradients globally (torch `clip_grad_norm_`) and take one
+    /// optimizer step at `lr`; gradients are cleared.
+    fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError>;
+
+    /// Write the weights as a checkpoint directory (HF layout).
+    fn save(&self, dir: &std::path::Path) -> Result<(), PolicyError>;
+}

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod presets;
 pub mod sample;
 pub mod score;
+pub mod train;
 pub mod weights;
 
 pub use cache::KvCache;
@@ -34,6 +35,7 @@ pub use model::Qwen3;
 pub use policy::QwenPolicy;
 pub use sample::{GenTimings, generate, generate_timed};
 pub use score::{ScoreOutput, score};
+pub use train::QwenTrainer;
 
 use burn::Dispatch;
 use burn::DispatchDevice;

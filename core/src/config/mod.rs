@@ -143,11 +143,14 @@ pub struct SamplingConfig {
     /// New tokens per assistant turn; unset means the env's default (64 for `edit`, 256
     /// for `tools`).
     pub max_new_tokens: Option<u32>,
+    /// Token budget of a whole episode (prompt, turns and observations); an episode that
+    /// cannot fit another full turn ends, truncated.
+    pub max_episode_tokens: u32,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None }
+        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None, max_episode_tokens: 4096 }
     }
 }
 

@@ -24,6 +24,8 @@ pub struct TrainerConfig {
     pub grad_clip: f64,
     pub weight_decay: f64,
     pub seed: u64,
+    /// Save a checkpoint every this many steps (0: only the final one).
+    pub checkpoint_every: u32,
 }
 
 impl Default for TrainerConfig {
@@ -40,6 +42,7 @@ impl Default for TrainerConfig {
             grad_clip: 1.0,
             weight_decay: 0.0,
             seed: 0,
+            checkpoint_every: 0,
         }
     }
 }

@@ -1,0 +1,146 @@
+//! Rollouts: many episodes decode together, turn by turn, with the KV-cache sampler.
+//!
+//! Token-in/token-out: each episode's prompt is rendered once; every assistant turn is kept
+//! as the sampler's ids with their logprobs; observations are appended as the template's own
+//! ids of that suffix ([`Conversation`]). Episodes finish at different turns and leave the
+//! batch; at most `gen_batch` episodes are decoded at once to cap KV memory.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::TrainError;
+use crate::chat::{ChatCodec, Conversation};
+use crate::policy::{Policy, SamplingParams};
+use crate::toolcall::parse_turn;
+use crate::{Env, EnvSession, Episode, Message, Outcome, Step, Task};
+
+/// How episodes are rolled out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RolloutOptions {
+    pub max_turns: u32,
+    pub max_calls_per_turn: u32,
+    /// Per-turn sampling (`max_new_tokens` is per turn; `seed` is the base seed).
+    pub sampling: SamplingParams,
+    /// Episodes decoded at once; `None`: all live episodes.
+    pub gen_batch: Option<usize>,
+    /// An episode that cannot fit another full turn in this many tokens ends (truncated).
+    pub max_episode_tokens: usize,
+}
+
+/// Counts of one rollout.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolloutStats {
+    pub episodes: usize,
+    pub generated_tokens: usize,
+    pub generate_seconds: f64,
+    pub seconds: f64,
+    /// Episodes ended by the token budget or the turn limit rather than a final answer.
+    pub truncated: usize,
+}
+
+struct Live {
+    index: usize,
+    session: Box<dyn EnvSession>,
+    conv: Conversation,
+}
+
+/// Roll out one episode per `(task, group)`; episodes come back in the same order.
+pub fn rollout(
+    env: &dyn Env,
+    codec: &dyn ChatCodec,
+    policy: &mut dyn Policy,
+    specs: &[(Task, usize)],
+    opts: &RolloutOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+    let start = Instant::now();
+    let tools = env.tools();
+    let mut stats = RolloutStats { episodes: specs.len(), ..Default::default() };
+    let mut done: Vec<Option<Episode>> = (0..specs.len()).map(|_| None).collect();
+    let mut live = Vec::with_capacity(specs.len());
+    for (index, (task, _)) in specs.iter().enumerate() {
+        let session = env.reset(task)?;
+        let conv = Conversation::start(codec, session.messages().to_vec(), tools.clone())?;
+        live.push(Live { index, session, conv });
+    }
+    let finish = |l: Live, outcome: Outcome, done: &mut Vec<Option<Episode>>| {
+        let (task, group) = &specs[l.index];
+        done[l.index] = Some(l.conv.into_episode(task.id.clone(), *group, outcome.reward, outcome.stats));
+    };
+    let total = specs.len();
+    for turn in 0..opts.max_turns {
+        // Episodes that cannot fit another full turn end here.
+        let (fits, over): (Vec<Live>, Vec<Live>) = live
+            .into_iter()
+            .partition(|l| l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens);
+        for mut l in over {
+            let mut outcome = l.session.finish()?;
+            outcome.stats.truncated = true;
+            stats.truncated += 1;
+            finish(l, outcome, &mut done);
+        }
+        live = fits;
+        if live.is_empty() {
+            break;
+        }
+        let chunk = opts.gen_batch.unwrap_or(live.len()).max(1);
+        let mut samples = Vec::with_capacity(live.len());
+        for (c, batch) in live.chunks(chunk).enumerate() {
+            let prompts: Vec<Vec<u32>> = batch.iter().map(|l| l.conv.ids.clone()).collect();
+            let params = SamplingParams {
+                seed: mix(opts.sampling.seed, turn as u64, c as u64),
+                stop_ids: Some(codec.stop_ids().to_vec()),
+                ..opts.sampling.clone()
+            };
+            let t = Instant::now();
+            let generated = policy.generate(&prompts, &params)?;
+            stats.generate_seconds += t.elapsed().as_secs_f64();
+            samples.extend(generated);
+        }
+        let last_turn = turn + 1 == opts.max_turns;
+        let mut next = Vec::with_capacity(live.len());
+        for (mut l, sample) in live.into_iter().zip(samples) {
+            stats.generated_tokens += sample.ids.len();
+            let text = l.conv.push_assistant(codec, &sample.ids, &sample.sampler_logprobs)?;
+            let parsed = parse_turn(&text, &tools, opts.max_calls_per_turn as usize);
+            match l.session.step(&parsed)? {
+                Step::Done(outcome) => {
+                    if outcome.stats.truncated {
+                        stats.truncated += 1;
+                    }
+                    finish(l, outcome, &mut done);
+                }
+                Step::Observe(_) if last_turn => {
+                    let mut outcome = l.session.finish()?;
+                    outcome.stats.truncated = true;
+                    stats.truncated += 1;
+                    finish(l, outcome, &mut done);
+                }
+                Step::Observe(results) => {
+                    let observations = results.iter().map(|r| Message::tool(r.outcome.text())).collect();
+                    l.conv.push_observations(codec, observations)?;
+                    next.push(l);
+                }
+            }
+        }
+        live = next;
+        progress(total - live.len(), total);
+    }
+    for l in live {
+        // Only reachable with max_turns = 0.
+        let mut l = l;
+        let outcome = l.session.finish()?;
+        finish(l, outcome, &mut done);
+    }
+    stats.seconds = start.elapsed().as_secs_f64();
+    let episodes = done.into_iter().map(|e| e.expect("every episode finished")).collect();
+    Ok((episodes, stats))
+}
+
+/// A distinct seed per (turn, chunk), so chunks never share random streams.
+fn mix(seed: u64, turn: u64, chunk: u64) -> u64 {
+    let mut z = seed ^ turn.wrapping_mul(0xd1b5_4a32_d192_ed03) ^ chunk.wrapping_mul(0x8cb9_2ba7_2f3d_8dd7);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z ^ (z >> 31)
+}

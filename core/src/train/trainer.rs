@@ -1,0 +1,259 @@
+//! A training run: the start-up self-check, a held-out evaluation before, `steps` steps of
+//! rollout → advantages → update, an evaluation after, and the paired difference — with
+//! metrics to the console and `metrics.jsonl`, checkpoints, and `results.json`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::TrainError;
+use super::eval::{Evaluation, evaluate};
+use super::metrics::StepMetrics;
+use super::rollout::{RolloutOptions, rollout};
+use super::update::{UpdateOptions, update};
+use crate::chat::ChatCodec;
+use crate::eval::{Bootstrap, PairedDifference, paired_difference};
+use crate::loss::{Aggregation, PolicyLoss};
+use crate::policy::{SamplingParams, TrainablePolicy};
+use crate::{AdvantageFn, AdvantageInput, Env, Episode, RunConfig, Split, Task};
+
+/// The concrete pieces a run composes (built by name by the caller).
+pub struct Parts<'a> {
+    pub env: &'a dyn Env,
+    pub codec: &'a dyn ChatCodec,
+    pub policy: &'a mut dyn TrainablePolicy,
+    pub loss: &'a dyn PolicyLoss,
+    pub advantage: &'a dyn AdvantageFn,
+}
+
+/// What a run produced: the body of `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunReport {
+    pub config: RunConfig,
+    /// The chat layer's start-up self-check summary.
+    pub self_check: String,
+    pub steps: Vec<StepMetrics>,
+    pub before: Option<Evaluation>,
+    pub after: Option<Evaluation>,
+    /// pass@1 after − before on the same held-out tasks.
+    pub difference: Option<PairedDifference>,
+    /// Tool and episode counters summed over training episodes.
+    pub tool_stats: BTreeMap<String, u64>,
+    pub wall_seconds: f64,
+}
+
+/// Run training as `config` says, writing into `out_dir`. `log` receives console lines.
+pub fn train(parts: Parts<'_>, config: &RunConfig, out_dir: &Path, log: &mut dyn FnMut(&str)) -> Result<RunReport, TrainError> {
+    let start = Instant::now();
+    std::fs::create_dir_all(out_dir)?;
+    let Parts { env, codec, policy, loss, advantage } = parts;
+    let self_check = codec.self_check()?;
+    log(&format!("chat self-check: {self_check}"));
+
+    let rollout_opts = rollout_options(config, env, config.trainer.seed);
+    let eval_opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
+    let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
+    let eval_n = config.eval.n as usize;
+    let mut quiet = |_: usize, _: usize| {};
+
+    let before = if eval_n > 0 {
+        log(&format!("eval before: {} episodes per held-out task", eval_n));
+        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut quiet)?;
+        log(&eval_line("before", &e));
+        Some(e)
+    } else {
+        None
+    };
+
+    let train_tasks = env.tasks(Split::Train)?;
+    if train_tasks.is_empty() {
+        return Err(TrainError::Other(format!("env `{}` has no training tasks", config.env.name)));
+    }
+    let order = shuffled(train_tasks.len(), config.trainer.seed);
+    let update_opts = UpdateOptions {
+        epochs: config.trainer.epochs,
+        minibatches: config.trainer.minibatches,
+        micro: config.trainer.micro.map(|m| m as usize),
+        lr: config.trainer.lr,
+        aggregation: Aggregation::resolve(config.loss.aggregation, loss),
+        horizon: config.loss.horizon,
+    };
+    let metrics_path = out_dir.join("metrics.jsonl");
+    let mut metrics_file = std::fs::File::create(&metrics_path)?;
+    let mut steps = Vec::new();
+    let mut tool_stats = BTreeMap::new();
+    let (p, g) = (config.trainer.prompts as usize, config.trainer.group_size as usize);
+    for step in 0..config.trainer.steps {
+        let t0 = Instant::now();
+        let tasks: Vec<&Task> = (0..p).map(|j| &train_tasks[order[(step as usize * p + j) % order.len()]]).collect();
+        let specs: Vec<(Task, usize)> =
+            tasks.iter().enumerate().flat_map(|(j, t)| (0..g).map(move |_| ((*t).clone(), j))).collect();
+        let opts = RolloutOptions {
+            sampling: SamplingParams { seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9), ..rollout_opts.sampling.clone() },
+            ..rollout_opts.clone()
+        };
+        let (episodes, rstats) = rollout(env, codec, policy, &specs, &opts, &mut quiet)?;
+        let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
+        let group_ids: Vec<usize> = episodes.iter().map(|e| e.group).collect();
+        let advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
+        let upd = update(policy, loss, &episodes, &advantages, &update_opts)?;
+        let m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
+        for e in &episodes {
+            sum_counters(&mut tool_stats, e);
+        }
+        writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize"))?;
+        metrics_file.flush()?;
+        log(&m.line());
+        steps.push(m);
+        let every = config.trainer.checkpoint_every;
+        if every > 0 && (step + 1) % every == 0 {
+            save(policy, &checkpoint_dir(out_dir, step + 1))?;
+        }
+    }
+    if config.trainer.steps > 0 {
+        save(policy, &out_dir.join("checkpoints").join("final"))?;
+    }
+
+    let after = if eval_n > 0 {
+        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut quiet)?;
+        log(&eval_line("after", &e));
+        Some(e)
+    } else {
+        None
+    };
+    let difference = match (&before, &after) {
+        (Some(b), Some(a)) => {
+            let d = paired_difference(&b.per_task, &a.per_task, &bootstrap).map_err(TrainError::Other)?;
+            log(&format!(
+                "pass@1 after − before: {:+.3}  95% CI [{:+.3}, {:+.3}]  p = {:.3}  ({} tasks)",
+                d.mean, d.ci.lo, d.ci.hi, d.p_value, d.tasks
+            ));
+            Some(d)
+        }
+        _ => None,
+    };
+    let report = RunReport {
+        config: config.clone(),
+        self_check,
+        steps,
+        before,
+        after,
+        difference,
+        tool_stats,
+        wall_seconds: start.elapsed().as_secs_f64(),
+    };
+    let results = out_dir.join("results.json");
+    std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes"))?;
+    log(&format!("results: {}", results.display()));
+    Ok(report)
+}
+
+/// Sampling and turn limits from the config (the env supplies the per-turn token default).
+pub fn rollout_options(config: &RunConfig, env: &dyn Env, seed: u64) -> RolloutOptions {
+    let s = &config.sampling;
+    RolloutOptions {
+        max_turns: config.env.max_turns,
+        max_calls_per_turn: config.env.max_calls_per_turn,
+        sampling: SamplingParams {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            max_new_tokens: s.max_new_tokens.unwrap_or_else(|| env.default_max_new_tokens()) as usize,
+            seed,
+            stop_ids: None,
+        },
+        gen_batch: config.trainer.gen_batch.map(|b| b as usize),
+        max_episode_tokens: s.max_episode_tokens as usize,
+    }
+}
+
+fn step_metrics(
+    step: u32,
+    episodes: &[Episode],
+    groups: usize,
+    r: &super::rollout::RolloutStats,
+    u: &super::update::UpdateMetrics,
+    seconds: f64,
+) -> StepMetrics {
+    let n = episodes.len().max(1) as f64;
+    let calls: u64 = episodes.iter().map(|e| e.stats.tool_calls as u64).sum();
+    let per_call = |x: u64| if calls > 0 { x as f64 / calls as f64 } else { 0.0 };
+    let zero_var = (0..groups)
+        .filter(|&g| {
+            let rs: Vec<f64> = episodes.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
+            rs.windows(2).all(|w| w[0] == w[1])
+        })
+        .count();
+    StepMetrics {
+        step,
+        episodes: episodes.len(),
+        reward_mean: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
+        pass_rate: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
+        zero_variance_groups: zero_var as f64 / groups.max(1) as f64,
+        loss: u.loss_value,
+        entropy: u.loss.entropy,
+        clip_frac_high: u.loss.clip_frac_high,
+        clip_frac_low: u.loss.clip_frac_low,
+        ratio_mean: u.loss.ratio_mean,
+        grad_norm: u.grad_norm_mean,
+        logprob_gap_mean: u.logprob_gap_mean,
+        logprob_gap_max: u.logprob_gap_max,
+        truncated_frac: r.truncated as f64 / n,
+        malformed_call_rate: per_call(episodes.iter().map(|e| e.stats.malformed_calls as u64).sum()),
+        failed_call_rate: per_call(episodes.iter().map(|e| e.stats.failed_calls as u64).sum()),
+        policy_tokens: u.policy_tokens,
+        generate_tokens_per_s: if r.generate_seconds > 0.0 { r.generated_tokens as f64 / r.generate_seconds } else { 0.0 },
+        update_tokens_per_s: u.tokens_per_s,
+        rollout_seconds: r.seconds,
+        update_seconds: u.seconds,
+        step_seconds: seconds,
+    }
+}
+
+fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
+    let s = &e.stats;
+    for (k, v) in [("turns", s.turns), ("tool_calls", s.tool_calls), ("malformed_calls", s.malformed_calls), ("failed_calls", s.failed_calls)] {
+        *into.entry(k.to_string()).or_default() += v as u64;
+    }
+    *into.entry("truncated_episodes".to_string()).or_default() += s.truncated as u64;
+    for (k, v) in &s.counters {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn eval_line(when: &str, e: &Evaluation) -> String {
+    let s = &e.summary;
+    format!(
+        "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {} episodes, {} tasks)",
+        s.pass_at_1, s.ci.lo, s.ci.hi, s.correct, s.episodes, s.tasks
+    )
+}
+
+fn checkpoint_dir(out: &Path, step: u32) -> PathBuf {
+    out.join("checkpoints").join(format!("step-{step:05}"))
+}
+
+fn save(policy: &dyn TrainablePolicy, dir: &Path) -> Result<(), TrainError> {
+    std::fs::create_dir_all(dir)?;
+    policy.save(dir)?;
+    Ok(())
+}
+
+/// A seeded permutation of 0..n (Fisher–Yates with splitmix64).
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut s = seed ^ 0x5eed;
+    for i in (1..n).rev() {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        v.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+    v
+}
