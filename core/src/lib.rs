@@ -29,6 +29,7 @@ pub mod sandbox;
 pub mod task;
 pub mod tool;
 pub mod toolcall;
+pub mod train;
 
 pub use advantage::{AdvantageFn, AdvantageInput};
 pub use backend::BackendKind;

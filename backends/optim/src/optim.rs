@@ -95,6 +95,8 @@ mod tests {
     use burn::module::{Module, Param};
     use burn::tensor::TensorData;
 
+    use crate::global_grad_norm;
+
     #[derive(Module, Debug)]
     struct Two<B: burn::tensor::backend::Backend> {
         a: Param<Tensor<B, 2>>,

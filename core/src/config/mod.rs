@@ -124,11 +124,16 @@ pub struct ModelConfig {
     /// GPU ordinal for `cuda` and `tch-cuda`.
     pub device_index: usize,
     pub dtype: DType,
+    /// Directory with `tokenizer.json` and the chat template. Unset: the model directory
+    /// itself, or for a preset the Qwen3 tokenizer fetched by
+    /// `scripts/setup/qwen3-tokenizer.sh` (`$ARL_QWEN3_TOKENIZER_DIR` or
+    /// `~/.cache/arl/assets/qwen3-tokenizer`).
+    pub tokenizer: Option<String>,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32 }
+        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None }
     }
 }
 

@@ -46,8 +46,15 @@ pub struct RunReport {
     pub wall_seconds: f64,
 }
 
-/// Run training as `config` says, writing into `out_dir`. `log` receives console lines.
-pub fn train(parts: Parts<'_>, config: &RunConfig, out_dir: &Path, log: &mut dyn FnMut(&str)) -> Result<RunReport, TrainError> {
+/// Run training as `config` says, writing into `out_dir`. `log` receives console lines;
+/// `progress(stage, done, total)` is called as episodes finish (for a progress bar).
+pub fn train(
+    parts: Parts<'_>,
+    config: &RunConfig,
+    out_dir: &Path,
+    log: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<RunReport, TrainError> {
     let start = Instant::now();
     std::fs::create_dir_all(out_dir)?;
     let Parts { env, codec, policy, loss, advantage } = parts;
@@ -58,11 +65,10 @@ pub fn train(parts: Parts<'_>, config: &RunConfig, out_dir: &Path, log: &mut dyn
     let eval_opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
     let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
     let eval_n = config.eval.n as usize;
-    let mut quiet = |_: usize, _: usize| {};
 
     let before = if eval_n > 0 {
         log(&format!("eval before: {} episodes per held-out task", eval_n));
-        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut quiet)?;
+        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval before", d, t))?;
         log(&eval_line("before", &e));
         Some(e)
     } else {
@@ -96,11 +102,14 @@ pub fn train(parts: Parts<'_>, config: &RunConfig, out_dir: &Path, log: &mut dyn
             sampling: SamplingParams { seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9), ..rollout_opts.sampling.clone() },
             ..rollout_opts.clone()
         };
-        let (episodes, rstats) = rollout(env, codec, policy, &specs, &opts, &mut quiet)?;
+        let stage = format!("step {} rollout", step + 1);
+        let (episodes, rstats) = rollout(env, codec, policy, &specs, &opts, &mut |d, t| progress(&stage, d, t))?;
+        progress(&format!("step {} update", step + 1), 0, 1);
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let group_ids: Vec<usize> = episodes.iter().map(|e| e.group).collect();
         let advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
         let upd = update(policy, loss, &episodes, &advantages, &update_opts)?;
+        progress(&format!("step {} update", step + 1), 1, 1);
         let m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
         for e in &episodes {
             sum_counters(&mut tool_stats, e);
@@ -119,7 +128,7 @@ pub fn train(parts: Parts<'_>, config: &RunConfig, out_dir: &Path, log: &mut dyn
     }
 
     let after = if eval_n > 0 {
-        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut quiet)?;
+        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval after", d, t))?;
         log(&eval_line("after", &e));
         Some(e)
     } else {

@@ -2,8 +2,11 @@
 
 mod advantages;
 mod bench;
+mod chat_codec;
 mod config;
+mod eval;
 mod generate;
+mod results;
 mod grade;
 mod list;
 mod loss;
@@ -19,6 +22,8 @@ use std::io::Write;
 pub use advantages::Advantages;
 pub use bench::Bench;
 pub use config::ConfigCommand;
+pub use eval::Eval;
+pub use results::ResultsCommand;
 pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
@@ -40,6 +45,11 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Evaluate a model on an environment's held-out tasks (pass@1 with intervals, JSON).
+    Eval(Eval),
+    /// The results file's JSON Schema.
+    #[command(subcommand)]
+    Results(ResultsCommand),
     /// Evaluate a policy loss on a batch from a file (f64, CPU).
     #[command(subcommand)]
     Loss(LossCommand),
@@ -67,6 +77,8 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Eval(cmd) => cmd.execute(out),
+            Command::Results(cmd) => cmd.execute(out),
             Command::Loss(cmd) => cmd.execute(out),
             Command::Advantages(cmd) => cmd.execute(out),
             Command::Tasks(cmd) => cmd.execute(out),

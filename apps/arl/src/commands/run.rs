@@ -1,8 +1,20 @@
-//! `arl run`: resolve and validate the run configuration, then train.
+//! `arl run`: resolve and validate the run configuration, build every piece by name, and
+//! train (arl-core's `train::trainer`), writing metrics, checkpoints and `results.json` into
+//! `output.dir` with the console log beside them (`run.log`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
-use super::RunArgs;
+use anyhow::Context;
+use arl_chat::HfChatCodec;
+use arl_core::config::DType;
+use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
+use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
+use arl_core::train::trainer::{Parts, train};
+use arl_optim::OptimConfig;
+use arl_qwen3::QwenTrainer;
+
+use super::{ModelArgs, RunArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct Run {
@@ -13,16 +25,74 @@ pub struct Run {
 impl Run {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config = self.args.resolve_with_context()?;
-        writeln!(
-            out,
-            "arl run: configuration valid: env={} loss={} advantage={} sandbox={} model={} backend={}",
+        let out_dir = PathBuf::from(&config.output.dir);
+        std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
+        std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
+        let mut log_file = std::fs::File::create(out_dir.join("run.log"))?;
+
+        let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+
+        let mut log = |line: &str| {
+            let _ = writeln!(out, "{line}");
+            let _ = writeln!(log_file, "{line}");
+        };
+        log(&format!(
+            "arl run: env={} loss={} advantage={} sandbox={} model={} backend={} steps={} → {}",
             config.env.name,
             config.loss.name,
             config.advantage.name,
             config.sandbox.name,
             config.model.source,
-            config.model.backend
-        )?;
-        anyhow::bail!("training is not implemented in this build yet (the trainer is issue #8); nothing was trained")
+            config.model.backend,
+            config.trainer.steps,
+            out_dir.display()
+        ));
+        let parts = Parts {
+            env: env.as_ref(),
+            codec: &codec,
+            policy: &mut policy,
+            loss: loss.as_ref(),
+            advantage: advantage.as_ref(),
+        };
+        let terminal = std::io::stderr().is_terminal();
+        let mut progress = |stage: &str, done: usize, total: usize| {
+            if terminal {
+                eprint!("\r\x1b[K{stage} {done}/{total}");
+                if done == total {
+                    eprint!("\r\x1b[K");
+                }
+            }
+        };
+        train(parts, &config, &out_dir, &mut log, &mut progress)?;
+        Ok(())
+    }
+}
+
+/// Every piece of a run, built by name from the config.
+pub struct Built {
+    pub env: Box<dyn Env>,
+    pub codec: HfChatCodec,
+    pub loss: Box<dyn PolicyLoss>,
+    pub advantage: Box<dyn AdvantageFn>,
+    pub policy: QwenTrainer,
+}
+
+impl Built {
+    pub fn new(config: &RunConfig) -> anyhow::Result<Self> {
+        if config.model.dtype != DType::F32 {
+            anyhow::bail!("config key `model.dtype`: only f32 is supported so far (issue #5 adds bf16/f16)");
+        }
+        let sandbox = (registry::get::<SandboxPlugin>(&config.sandbox.name)?.build)(&config.sandbox)?;
+        let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
+        let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
+        let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
+        let codec = super::chat_codec::load(&config.model)?;
+        let model_args = ModelArgs { model: config.model.source.clone(), backend: config.model.backend.name().to_string() };
+        let device = model_args.device()?;
+        let optim =
+            OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
+        let policy = QwenTrainer::load(&config.model.source, &device, optim)
+            .with_context(|| format!("loading model `{}`", config.model.source))?;
+        Ok(Self { env, codec, loss, advantage, policy })
     }
 }
