@@ -187,3 +187,133 @@ pub fn write(ctx: &mut ToolContext<'_>, args: WriteArgs) -> ToolOutcome {
         format!("File created successfully at: {shown}")
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::counters as c;
+    use crate::testing::{Repo, failed, ok};
+
+    const SRC: &str = "/repo/count_positive.py";
+
+    #[test]
+    fn read_numbers_lines_cat_n_style_and_honours_offset_and_limit() {
+        let mut repo = Repo::new();
+        let text = ok(repo.call("Read", json!({"file_path": SRC})));
+        assert!(text.starts_with("     1\tdef count_positive(values):\n     2\t    \"\"\"Count"), "{text}");
+        assert_eq!(text.lines().count(), repo.source().lines().count());
+        let part = ok(repo.call("Read", json!({"file_path": SRC, "offset": 4, "limit": 2})));
+        assert_eq!(part, "     4\t    for v in values:\n     5\t        if v >= 0:\n");
+        assert_eq!(repo.counter(c::READ_CALLS), 2);
+        assert!(repo.workspace.read.contains("count_positive.py"));
+    }
+
+    #[test]
+    fn read_failures_name_the_problem() {
+        let mut repo = Repo::new();
+        assert!(failed(repo.call("Read", json!({"file_path": "count_positive.py"}))).contains("absolute path"));
+        assert!(failed(repo.call("Read", json!({"file_path": "/etc/passwd"}))).contains("outside the repository"));
+        assert!(failed(repo.call("Read", json!({"file_path": "/repo/nope.py"}))).contains("File does not exist"));
+        assert!(failed(repo.call("Read", json!({"file_path": "/repo"}))).contains("is a directory"));
+        assert!(failed(repo.call("Read", json!({"file_path": SRC, "offset": 99}))).contains("past the end"));
+        assert!(failed(repo.call("Read", json!({"file_path": SRC, "limit": 0}))).contains("limit"));
+        assert_eq!((repo.counter(c::PATH_ERRORS), repo.counter(c::READ_CALLS)), (2, 0));
+        assert!(repo.workspace.read.is_empty());
+        // Arguments that do not fit the schema are malformed, not failed.
+        assert!(matches!(repo.call("Read", json!({"path": SRC})), arl_core::ToolOutcome::Malformed(_)));
+        assert!(matches!(repo.call("Read", json!({"file_path": SRC, "offset": "3"})), arl_core::ToolOutcome::Malformed(_)));
+        assert!(matches!(repo.call("Read", json!({"file_path": SRC, "offset": 1.5})), arl_core::ToolOutcome::Malformed(_)));
+    }
+
+    #[test]
+    fn edit_replaces_once_and_shows_a_numbered_snippet() {
+        let mut repo = Repo::new();
+        ok(repo.call("Read", json!({"file_path": SRC})));
+        let text = ok(repo.call("Edit", json!({"file_path": SRC, "old_string": "if v >= 0:", "new_string": "if v > 0:"})));
+        assert!(text.starts_with("The file /repo/count_positive.py has been updated."), "{text}");
+        assert!(text.contains("     5\t        if v > 0:\n"), "{text}");
+        assert!(repo.source().contains("if v > 0:") && !repo.source().contains("v >= 0"));
+        assert_eq!(repo.counter(c::EDIT_CALLS), 1);
+    }
+
+    #[test]
+    fn edit_failure_modes_are_failed_and_counted() {
+        let mut repo = Repo::new();
+        let before = repo.source().to_string();
+        let edit = |old: &str, new: &str| json!({"file_path": SRC, "old_string": old, "new_string": new});
+        // Before Read.
+        assert!(failed(repo.call("Edit", edit("v >= 0", "v > 0"))).contains("has not been read"));
+        assert_eq!(repo.counter(c::EDIT_BEFORE_READ), 1);
+        ok(repo.call("Read", json!({"file_path": SRC})));
+        // Identical strings.
+        assert!(failed(repo.call("Edit", edit("v >= 0", "v >= 0"))).contains("No changes to make"));
+        // Absent (the Read prefix is not part of the file).
+        assert!(failed(repo.call("Edit", edit("     5\t        if v >= 0:", "if v > 0:"))).contains("not found"));
+        assert!(failed(repo.call("Edit", edit("", "x"))).contains("not found"));
+        // Not unique without replace_all.
+        assert!(failed(repo.call("Edit", edit("count", "total"))).contains("replace_all is false"));
+        // Relative path, missing file.
+        assert!(failed(repo.call("Edit", json!({"file_path": "count_positive.py", "old_string": "a", "new_string": "b"}))).contains("absolute"));
+        assert!(failed(repo.call("Edit", json!({"file_path": "/repo/x.py", "old_string": "a", "new_string": "b"}))).contains("does not exist"));
+        assert_eq!(repo.source(), before, "no failed edit changes the file");
+        assert_eq!(
+            (repo.counter(c::EDIT_IDENTICAL_STRINGS), repo.counter(c::EDIT_OLD_STRING_ABSENT), repo.counter(c::EDIT_OLD_STRING_NOT_UNIQUE)),
+            (1, 2, 1)
+        );
+        assert_eq!(repo.counter(c::EDIT_CALLS), 0);
+    }
+
+    #[test]
+    fn edit_replace_all_replaces_every_occurrence() {
+        let mut repo = Repo::new();
+        ok(repo.call("Read", json!({"file_path": SRC})));
+        let text = ok(repo.call("Edit", json!({"file_path": SRC, "old_string": "count ", "new_string": "total ", "replace_all": true})));
+        assert!(text.contains("(2 occurrences replaced)"), "{text}");
+        assert!(repo.source().contains("total = 0") && repo.source().contains("total += 1") && repo.source().contains("return count"));
+    }
+
+    #[test]
+    fn edits_to_the_test_file_are_counted() {
+        let mut repo = Repo::new();
+        let tests = "/repo/test_count_positive.py";
+        ok(repo.call("Read", json!({"file_path": tests})));
+        ok(repo.call("Edit", json!({"file_path": tests, "old_string": "== 2", "new_string": "== 3"})));
+        assert_eq!(repo.counter(c::EDIT_TEST_FILE), 1);
+    }
+
+    #[test]
+    fn write_creates_files_and_overwrites_only_after_a_read() {
+        let mut repo = Repo::new();
+        let fixed = repo.bug.reference.clone();
+        assert!(failed(repo.call("Write", json!({"file_path": SRC, "content": fixed}))).contains("has not been read"));
+        assert_eq!(repo.counter(c::WRITE_BEFORE_READ), 1);
+        ok(repo.call("Read", json!({"file_path": SRC})));
+        assert!(ok(repo.call("Write", json!({"file_path": SRC, "content": fixed}))).contains("has been overwritten"));
+        assert_eq!(repo.source(), repo.bug.reference);
+        assert_eq!(repo.counter(c::WRITE_OVERWRITES_SOURCE), 1);
+        // A new file needs no Read, and may then be edited.
+        let created = ok(repo.call("Write", json!({"file_path": "/repo/sub/notes.py", "content": "x = 1\n"})));
+        assert_eq!(created, "File created successfully at: /repo/sub/notes.py");
+        ok(repo.call("Edit", json!({"file_path": "/repo/sub/notes.py", "old_string": "1", "new_string": "2"})));
+        assert_eq!(repo.workspace.files["sub/notes.py"], "x = 2\n");
+        assert_eq!(repo.counter(c::WRITE_CREATES_FILE), 1);
+        // The test file.
+        ok(repo.call("Read", json!({"file_path": "/repo/test_count_positive.py"})));
+        ok(repo.call("Write", json!({"file_path": "/repo/test_count_positive.py", "content": "def test_x():\n    pass\n"})));
+        assert_eq!(repo.counter(c::WRITE_OVERWRITES_TEST), 1);
+    }
+
+    #[test]
+    fn write_failures() {
+        let mut repo = Repo::new();
+        assert!(failed(repo.call("Write", json!({"file_path": "x.py", "content": ""}))).contains("absolute"));
+        assert!(failed(repo.call("Write", json!({"file_path": "/tmp/x.py", "content": ""}))).contains("outside the repository"));
+        assert!(failed(repo.call("Write", json!({"file_path": "/repo", "content": ""}))).contains("directory"));
+        assert!(failed(repo.call("Write", json!({"file_path": "/repo/count_positive.py/x.py", "content": ""}))).contains("is a file"));
+        let big = "x".repeat(super::MAX_FILE_BYTES + 1);
+        assert!(failed(repo.call("Write", json!({"file_path": "/repo/big.py", "content": big}))).contains("limited"));
+        assert_eq!(repo.workspace.files.len(), 2);
+        assert_eq!(repo.counter(c::PATH_ERRORS), 2);
+    }
+}

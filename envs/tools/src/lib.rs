@@ -25,6 +25,9 @@ mod session;
 pub mod shell;
 pub mod tools;
 
+#[cfg(test)]
+mod testing;
+
 pub use session::ToolsSession;
 
 use std::sync::Arc;
