@@ -224,3 +224,51 @@ pub fn truncate(output: String) -> String {
     let kept: String = output.chars().take(MAX_OUTPUT_CHARS).collect();
     format!("{kept}\n... [output truncated: {} more characters]\n", total - MAX_OUTPUT_CHARS)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::counters as c;
+    use crate::testing::{Repo, failed, ok};
+
+    #[test]
+    fn unsupported_programs_and_syntax_fail_with_what_is_supported() {
+        let mut repo = Repo::new();
+        for command in ["rm -rf /repo", "sed -i s/a/b/ count_positive.py", "git diff", "pip install pytest", "ls && curl x"] {
+            let text = failed(repo.bash(command));
+            assert!(text.contains("command not available") && text.contains("Supported: python"), "{command}: {text}");
+        }
+        assert!(failed(repo.bash("cat count_positive.py | head")).contains("pipes"));
+        assert!(failed(repo.bash("echo x > count_positive.py")).contains("redirections"));
+        assert!(failed(repo.bash("echo $PATH")).contains("variables"));
+        assert!(failed(repo.bash("")).contains("empty command"));
+        assert_eq!(repo.counter(c::BASH_UNSUPPORTED), 8);
+        assert_eq!(repo.counter(c::BASH_CALLS), 9);
+        assert_eq!(repo.workspace.files["count_positive.py"], repo.bug.source, "nothing ran");
+    }
+
+    #[test]
+    fn chains_stop_at_the_first_failure_of_an_and_list() {
+        let mut repo = Repo::new();
+        assert_eq!(ok(repo.bash("echo a; echo b && echo c")), "a\nb\nc\n");
+        assert_eq!(ok(repo.bash("grep zebra count_positive.py && echo found")), "Exit code 1");
+        assert_eq!(ok(repo.bash("grep zebra count_positive.py; echo after")), "after\n");
+    }
+
+    #[test]
+    fn timeouts_are_checked() {
+        let mut repo = Repo::new();
+        for t in [0, 600_001] {
+            assert!(failed(repo.call("Bash", json!({"command": "ls", "timeout": t}))).contains("timeout must be between"));
+        }
+        assert!(ok(repo.call("Bash", json!({"command": "ls", "timeout": 5000, "description": "List files"}))).contains("count_positive.py"));
+    }
+
+    #[test]
+    fn output_is_truncated_at_the_claude_code_limit() {
+        let long = "x".repeat(super::MAX_OUTPUT_CHARS + 10);
+        let text = super::truncate(long);
+        assert!(text.ends_with("[output truncated: 10 more characters]\n"));
+    }
+}

@@ -302,3 +302,72 @@ fn wc_line(counts: &[usize; 3], flags: &[char], all: bool, name: &str) -> String
     }
     format!("{} {name}\n", parts.join(" "))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::testing::{Repo, failed, ok};
+
+    #[test]
+    fn ls_lists_the_repository() {
+        let mut repo = Repo::new();
+        assert_eq!(ok(repo.bash("ls")), "count_positive.py\ntest_count_positive.py\n");
+        ok(repo.call("Write", json!({"file_path": "/repo/pkg/a.py", "content": "A = 1\n"})));
+        assert_eq!(ok(repo.bash("ls /repo")), "count_positive.py\npkg/\ntest_count_positive.py\n");
+        assert_eq!(ok(repo.bash("ls pkg")), "a.py\n");
+        assert!(ok(repo.bash("ls -la")).contains("-rw-r--r-- 1 user user "));
+        assert_eq!(ok(repo.bash("ls *.py")), "count_positive.py\ntest_count_positive.py\n");
+        assert_eq!(ok(repo.bash("ls test_*")), "test_count_positive.py\n");
+        assert!(failed(repo.bash("ls nope")).contains("No such file or directory"));
+        assert!(failed(repo.bash("ls -Z")).contains("unsupported option `-Z`"));
+    }
+
+    #[test]
+    fn cat_head_tail_wc() {
+        let mut repo = Repo::new();
+        let src = repo.source().to_string();
+        assert_eq!(ok(repo.bash("cat count_positive.py")), src);
+        assert_eq!(ok(repo.bash("cat /repo/count_positive.py")), src);
+        assert!(ok(repo.bash("cat -n count_positive.py")).starts_with("     1\tdef count_positive"));
+        assert_eq!(ok(repo.bash("head -n 1 count_positive.py")), "def count_positive(values):\n");
+        assert_eq!(ok(repo.bash("head -1 count_positive.py")), "def count_positive(values):\n");
+        assert_eq!(ok(repo.bash("tail -n 1 count_positive.py")), "    return count\n");
+        assert_eq!(ok(repo.bash("tail -n +7 count_positive.py")), "    return count\n");
+        assert_eq!(ok(repo.bash("wc -l count_positive.py")), "      7 count_positive.py\n");
+        assert!(ok(repo.bash("wc count_positive.py test_count_positive.py")).ends_with(" total\n"));
+        assert!(failed(repo.bash("cat nope.py")).contains("nope.py: No such file or directory"));
+        assert!(failed(repo.bash("cat")).contains("file operand"));
+        assert!(failed(repo.bash("head -n x count_positive.py")).contains("invalid number"));
+        assert!(failed(repo.bash("cat /etc/passwd")).contains("outside the repository"));
+    }
+
+    #[test]
+    fn grep_searches_files_and_the_repository() {
+        let mut repo = Repo::new();
+        assert_eq!(ok(repo.bash("grep -n 'v >= 0' count_positive.py")), "5:        if v >= 0:\n");
+        assert_eq!(
+            ok(repo.bash("grep -rn count_positive .")),
+            "count_positive.py:1:def count_positive(values):\n\
+             test_count_positive.py:1:from count_positive import count_positive\n\
+             test_count_positive.py:5:    assert count_positive([3, -1, 4]) == 2\n"
+        );
+        assert_eq!(ok(repo.bash("grep -c count count_positive.py")), "4\n");
+        assert_eq!(ok(repo.bash("grep -l def *.py")), "count_positive.py\ntest_count_positive.py\n");
+        assert_eq!(ok(repo.bash("grep -iw RETURN count_positive.py")), "    return count\n");
+        assert_eq!(ok(repo.bash("grep -F '(values)' count_positive.py")), "def count_positive(values):\n");
+        // No match: exit status 1, a normal outcome.
+        assert_eq!(ok(repo.bash("grep zebra count_positive.py")), "Exit code 1");
+        assert!(failed(repo.bash("grep '(' count_positive.py")).contains("invalid pattern"));
+        assert!(failed(repo.bash("grep -P x count_positive.py")).contains("unsupported option"));
+    }
+
+    #[test]
+    fn cd_pwd_echo() {
+        let mut repo = Repo::new();
+        assert_eq!(ok(repo.bash("pwd")), "/repo\n");
+        assert_eq!(ok(repo.bash("cd /repo && pwd")), "/repo\n");
+        assert!(failed(repo.bash("cd /tmp")).contains("working directory stays /repo"));
+        assert_eq!(ok(repo.bash("echo 'hello world'")), "hello world\n");
+    }
+}
