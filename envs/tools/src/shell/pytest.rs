@@ -272,7 +272,7 @@ fn report(o: &Options, events: &[(String, Value)]) -> Exec {
     if !errors.is_empty() {
         parts.push(format!("{} error{}", errors.len(), if errors.len() == 1 { "" } else { "s" }));
     }
-    if results.is_empty() && errors.is_empty() {
+    if results.is_empty() && errors.is_empty() && deselected == 0 {
         parts.insert(0, "no tests ran".into());
     }
     let summary = parts.join(", ");
@@ -312,5 +312,81 @@ mod tests {
         assert!(parse(&args(&["-k", "a and"])).unwrap_err().contains("Wrong expression"));
         assert!(parse(&args(&["-k"])).is_err());
         assert!(parse(&args(&["--tb=short", "-x", "-s"])).unwrap().exitfirst);
+    }
+}
+
+#[cfg(test)]
+mod runs {
+    use serde_json::json;
+
+    use crate::counters as c;
+    use crate::testing::{Repo, failed, ok};
+
+    const TESTS: &str = "from count_positive import count_positive\n\n\n\
+def test_mixed():\n    assert count_positive([3, -1, 4]) == 2\n\n\n\
+def test_zero():\n    assert count_positive([0, 1]) == 1\n\n\n\
+class TestEmpty:\n    def test_empty(self):\n        assert count_positive([]) == 0\n";
+
+    fn repo() -> Repo {
+        let mut repo = Repo::new();
+        ok(repo.call("Read", json!({"file_path": "/repo/test_count_positive.py"})));
+        ok(repo.call("Write", json!({"file_path": "/repo/test_count_positive.py", "content": TESTS})));
+        repo
+    }
+
+    #[test]
+    fn pytest_reports_like_pytest_with_the_compared_values() {
+        let mut repo = repo();
+        let text = ok(repo.bash("pytest"));
+        assert_eq!(
+            text,
+            "collected 3 items\n\ntest_count_positive.py .F.\n\n\
+             FAILED test_count_positive.py::test_zero - AssertionError: assert 2 == 1\n    \
+             test_count_positive.py:9: assert count_positive([0, 1]) == 1\n\
+             ========== 1 failed, 2 passed ==========\nExit code 1"
+        );
+        let verbose = ok(repo.bash("python -m pytest -v test_count_positive.py"));
+        assert!(verbose.contains("test_count_positive.py::test_mixed PASSED\ntest_count_positive.py::test_zero FAILED\ntest_count_positive.py::TestEmpty::test_empty PASSED\n"), "{verbose}");
+        assert_eq!(repo.counter(c::TEST_RUNS), 2);
+    }
+
+    #[test]
+    fn selection_by_k_node_id_and_quiet_output() {
+        let mut repo = repo();
+        assert_eq!(ok(repo.bash("pytest -q -k mixed")), ".\n1 passed, 2 deselected\n");
+        assert_eq!(ok(repo.bash("pytest -q -k 'not zero and not Empty'")), ".\n1 passed, 2 deselected\n");
+        assert_eq!(ok(repo.bash("pytest -q /repo/test_count_positive.py::test_mixed")), ".\n1 passed\n");
+        assert_eq!(ok(repo.bash("pytest -q test_count_positive.py::TestEmpty")), ".\n1 passed\n");
+        assert_eq!(ok(repo.bash("pytest -q -k nothing")), "3 deselected\nExit code 5");
+    }
+
+    #[test]
+    fn the_fix_makes_the_run_pass() {
+        let mut repo = repo();
+        ok(repo.call("Read", json!({"file_path": "/repo/count_positive.py"})));
+        ok(repo.call("Edit", json!({"file_path": "/repo/count_positive.py", "old_string": "v >= 0", "new_string": "v > 0"})));
+        assert_eq!(ok(repo.bash("cd /repo && python -m pytest -q 2>&1")), "...\n3 passed\n");
+        assert_eq!(ok(repo.bash("pytest -x")), "collected 3 items\n\ntest_count_positive.py ...\n========== 3 passed ==========\n");
+    }
+
+    #[test]
+    fn collection_errors_and_hanging_tests_are_reported() {
+        let mut repo = repo();
+        ok(repo.call("Write", json!({"file_path": "/repo/test_broken.py", "content": "import nowhere\n"})));
+        let text = ok(repo.bash("pytest -q test_broken.py"));
+        assert!(text.contains("ERROR collecting test_broken.py - ModuleNotFoundError: No module named 'nowhere'"), "{text}");
+        assert!(text.ends_with("1 error\nExit code 2"), "{text}");
+        ok(repo.call("Write", json!({"file_path": "/repo/test_loop.py", "content": "def test_loop():\n    while True:\n        pass\n"})));
+        let text = ok(repo.call("Bash", json!({"command": "pytest -q test_loop.py", "timeout": 1000})));
+        assert!(text.contains("timed out"), "{text}");
+    }
+
+    #[test]
+    fn pytest_usage_errors_fail() {
+        let mut repo = repo();
+        assert!(failed(repo.bash("pytest nope.py")).contains("file or directory not found: nope.py"));
+        assert!(failed(repo.bash("pytest --cov")).contains("unsupported option"));
+        assert!(failed(repo.bash("pytest -k 'a and'")).contains("Wrong expression"));
+        assert_eq!(repo.counter(c::TEST_RUNS), 0);
     }
 }

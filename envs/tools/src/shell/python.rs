@@ -100,3 +100,51 @@ pub fn program_exec(outcome: &JobOutcome) -> Exec {
 fn sep(output: &str) -> &'static str {
     if output.is_empty() || output.ends_with('\n') { "" } else { "\n" }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::counters as c;
+    use crate::testing::{Repo, failed, ok};
+
+    #[test]
+    fn python_runs_files_and_code_in_the_sandbox() {
+        let mut repo = Repo::new();
+        let script = "import sys\nfrom count_positive import count_positive\nprint(count_positive([0, 1, 2]), sys.argv[1:], __name__)\n";
+        ok(repo.call("Write", json!({"file_path": "/repo/check.py", "content": script})));
+        assert_eq!(ok(repo.bash("python check.py a b")), "3 ['a', 'b'] __main__\n");
+        assert_eq!(ok(repo.bash("python3 /repo/check.py")), "3 [] __main__\n");
+        assert_eq!(ok(repo.bash("python -c 'from count_positive import count_positive as f; print(f([-1]))'")), "0\n");
+        assert_eq!(repo.counter(c::PYTHON_RUNS), 3);
+    }
+
+    #[test]
+    fn a_crashing_program_is_an_observation_with_a_repo_traceback() {
+        let mut repo = Repo::new();
+        ok(repo.call("Write", json!({"file_path": "/repo/boom.py", "content": "print('before')\nraise ValueError('bad')\n"})));
+        let text = ok(repo.bash("python boom.py"));
+        assert!(text.starts_with("before\nTraceback (most recent call last):\n  File \"/repo/boom.py\", line 2"), "{text}");
+        assert!(text.contains("ValueError: bad") && text.ends_with("Exit code 1"), "{text}");
+        assert!(!text.contains("arl_run_python"), "{text}");
+        let text = ok(repo.bash("python -c 'import sys; sys.exit(3)'"));
+        assert_eq!(text, "Exit code 3");
+    }
+
+    #[test]
+    fn runaway_programs_are_stopped_by_the_sandbox() {
+        let mut repo = Repo::new();
+        let text = ok(repo.call("Bash", json!({"command": "python -c 'while True: pass'", "timeout": 500})));
+        assert!(text.contains("Command timed out after"), "{text}");
+    }
+
+    #[test]
+    fn python_usage_errors_fail() {
+        let mut repo = Repo::new();
+        assert!(failed(repo.bash("python nope.py")).contains("can't open file '/repo/nope.py'"));
+        assert!(failed(repo.bash("python")).contains("no interactive interpreter"));
+        assert!(failed(repo.bash("python -m pip install x")).contains("only `python -m pytest`"));
+        assert!(failed(repo.bash("python -W error x.py")).contains("unsupported option `-W`"));
+        assert_eq!(repo.counter(c::PYTHON_RUNS), 0);
+    }
+}
