@@ -7,3 +7,4 @@ mod envs;
 mod qwen3;
 mod registry;
 mod test_plugins;
+mod tools;
