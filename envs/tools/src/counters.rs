@@ -17,7 +17,7 @@
 //! | `write_creates_file` | successful Writes that create a new file |
 //! | `path_errors` | file-tool calls with a relative path or one outside /repo (failed) |
 //! | `bash_calls` | every Bash call |
-//! | `bash_unsupported` | Bash commands the emulated shell does not offer (failed) |
+//! | `bash_unsupported` | Bash commands the emulated shell does not offer: another program, a pipe, a redirection, `$` (failed) |
 //! | `python_runs` | `python FILE` / `python -c` executions (in the sandbox) |
 //! | `test_runs` | `pytest` / `python -m pytest` executions (in the sandbox) |
 //! | `final_claims_pass` | final answers that claim the tests pass ([`crate::claims`]) |

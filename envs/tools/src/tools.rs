@@ -1,6 +1,8 @@
 //! The Claude-Code-style tool set: `Read`, `Edit`, `Write`, `Bash`, with Claude Code's
 //! parameter names (SPEC.md §3). Schemas come from the argument structs below (schemars;
-//! their doc comments become the descriptions).
+//! their fields' doc comments become the descriptions; the structs themselves carry plain
+//! comments, since schemars would copy a struct's doc comment into the schema, repeating the
+//! tool's description).
 //!
 //! A well-formed call the tool rejects (relative path, missing file, `old_string` absent,
 //! unsupported shell command, …) is [`ToolOutcome::Failed`] with a message naming the
@@ -19,7 +21,7 @@ pub const EDIT: &str = "Edit";
 pub const WRITE: &str = "Write";
 pub const BASH: &str = "Bash";
 
-/// Read a file of the repository.
+// Read a file of the repository.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadArgs {
@@ -31,7 +33,7 @@ pub struct ReadArgs {
     pub limit: Option<u64>,
 }
 
-/// Replace an exact string in a file.
+// Replace an exact string in a file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditArgs {
@@ -45,7 +47,7 @@ pub struct EditArgs {
     pub replace_all: Option<bool>,
 }
 
-/// Write a whole file.
+// Write a whole file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
@@ -55,7 +57,7 @@ pub struct WriteArgs {
     pub content: String,
 }
 
-/// Run a shell command.
+// Run a shell command.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BashArgs {

@@ -102,7 +102,7 @@ pub fn bash(ctx: &mut ToolContext<'_>, args: BashArgs) -> ToolOutcome {
         };
         let exec = shell.run(&argv);
         if exec.usage_error {
-            // An option or program form the emulation does not offer counts as unsupported.
+            // The command could not run as asked (bad option, missing file): a failed call.
             failed = true;
         }
         output.push_str(&exec.output);
