@@ -107,6 +107,6 @@ impl Env for ToolsEnv {
     }
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        Ok(Box::new(ToolsSession::new(task, self.max_turns, self.sandbox.clone())?))
+        Ok(Box::new(ToolsSession::new(task, self.max_turns, self.max_calls_per_turn, self.sandbox.clone())?))
     }
 }

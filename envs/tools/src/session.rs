@@ -25,11 +25,14 @@ pub struct ToolsSession {
     stats: EpisodeStats,
     sandbox: Arc<dyn Sandbox>,
     max_turns: u32,
+    max_calls_per_turn: u32,
     done: bool,
 }
 
 impl ToolsSession {
-    pub fn new(task: &Task, max_turns: u32, sandbox: Arc<dyn Sandbox>) -> Result<Self, EnvError> {
+    /// A session over `task`; at most `max_turns` assistant turns and `max_calls_per_turn`
+    /// calls run per turn (the parser caps calls too; this holds whatever the caller passes).
+    pub fn new(task: &Task, max_turns: u32, max_calls_per_turn: u32, sandbox: Arc<dyn Sandbox>) -> Result<Self, EnvError> {
         let bug = BugTask::from_task(task).map_err(|e| EnvError::Other(e.to_string()))?;
         let mut workspace = Workspace::default();
         workspace.files.insert(bug.source_file(), bug.source.clone());
@@ -43,6 +46,7 @@ impl ToolsSession {
             stats: EpisodeStats::default(),
             sandbox,
             max_turns,
+            max_calls_per_turn,
             done: false,
         })
     }
@@ -95,9 +99,16 @@ impl EnvSession for ToolsSession {
             return Ok(Step::Done(self.grade(false)?));
         }
         let mut results = Vec::with_capacity(turn.calls.len());
-        for parsed in &turn.calls {
+        for (i, parsed) in turn.calls.iter().enumerate() {
             self.stats.tool_calls += 1;
             let result = match parsed {
+                _ if i >= self.max_calls_per_turn as usize => ToolResult {
+                    name: "?".into(),
+                    outcome: ToolOutcome::Malformed(format!(
+                        "malformed tool call: more than {} tool calls in one turn",
+                        self.max_calls_per_turn
+                    )),
+                },
                 ParsedCall::Malformed { reason, .. } => ToolResult {
                     name: "?".into(),
                     outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")),

@@ -123,6 +123,13 @@ fn calls_over_the_per_turn_cap_and_bad_json_are_malformed() {
     assert!(matches!(&seen[3][0], ToolOutcome::Failed(t) if t.contains("absolute")));
     let s = outcome.unwrap().stats;
     assert_eq!((s.turns, s.tool_calls, s.malformed_calls, s.failed_calls, get(&s, c::READ_CALLS), get(&s, c::PATH_ERRORS)), (5, 8, 3, 1, 4, 1));
+    // A caller that parses with a higher cap still gets only max_calls_per_turn calls run.
+    let mut session = env.reset(task).unwrap();
+    let Step::Observe(results) = session.step(&parse_turn(&[read.as_str(); 5].join("\n"), &env.tools(), 10)).unwrap() else {
+        panic!("observations")
+    };
+    assert!(matches!(&results[4].outcome, ToolOutcome::Malformed(t) if t.contains("more than 4 tool calls")));
+    assert!(results[..4].iter().all(|r| matches!(r.outcome, ToolOutcome::Ok(_))));
 }
 
 #[test]
@@ -161,7 +168,7 @@ fn only_the_source_file_is_graded_and_hidden_tests_stay_out_of_the_repository() 
     assert_eq!(s.reward, 0.0);
     assert_eq!((get(&s.stats, c::WRITE_OVERWRITES_TEST), get(&s.stats, c::WRITE_CREATES_FILE), get(&s.stats, c::FINAL_CLAIMS_PASS)), (1, 1, 1));
     // The repository holds the two visible files only; no hidden argument appears in it.
-    let session = crate::ToolsSession::new(task, 6, sandbox()).unwrap();
+    let session = crate::ToolsSession::new(task, 6, 4, sandbox()).unwrap();
     assert_eq!(session.workspace().files.keys().cloned().collect::<Vec<_>>(), vec![bug.source_file(), bug.test_file()]);
     assert_eq!(session.source(), bug.source);
 }
