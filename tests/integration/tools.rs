@@ -59,3 +59,16 @@ fn an_oracle_episode_through_the_registry_earns_reward_one_and_a_wrong_edit_zero
         assert_eq!(reward, Some(expected), "op {}", op["name"]);
     }
 }
+
+#[test]
+fn grade_takes_tasks_of_the_tools_env() {
+    let dir = std::env::temp_dir().join(format!("arl-it-tools-grade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = arl(&["tasks", "--env", "tools", "--split", "heldout", "--dump", dir.to_str().unwrap()]).unwrap();
+    assert!(out.starts_with("wrote 16 tasks"), "{out}");
+    let reference = dir.join("minmax-spread-0/reference.py");
+    let out = arl(&["grade", "--env", "tools", "--task", "minmax-spread-0", "--source", reference.to_str().unwrap()]).unwrap();
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["reward"].as_f64(), Some(1.0), "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

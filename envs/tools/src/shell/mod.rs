@@ -10,7 +10,11 @@
 //! - read-only `ls`, `cat`, `head`, `tail`, `grep`, `wc`, and `pwd`, `cd /repo`, `echo`
 //!   ([`text`]).
 //!
-//! Commands may be chained with `&&` and `;`; `2>&1` is accepted (output is already merged).
+//! Commands may be chained with `&&` and `;`; `2>&1` is accepted (output is already merged);
+//! unquoted `*`/`?` in a path's last component expand against the repository. `Bash`'s
+//! `timeout` (ms, default 120000, at most 600000) bounds each Python job, under the sandbox's
+//! own wall-clock ceiling (a job's limits are only ever lowered). Output is cut at 30000
+//! characters, as Claude Code does.
 //! Anything else — another program, a pipe, a redirection — is a failed call whose message
 //! says what is supported, and so is a command that cannot run as asked (unknown option,
 //! missing file). A program that runs and exits non-zero is a normal observation.
