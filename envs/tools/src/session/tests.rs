@@ -167,6 +167,19 @@ fn only_the_source_file_is_graded_and_hidden_tests_stay_out_of_the_repository() 
     let s = outcome.unwrap();
     assert_eq!(s.reward, 0.0);
     assert_eq!((get(&s.stats, c::WRITE_OVERWRITES_TEST), get(&s.stats, c::WRITE_CREATES_FILE), get(&s.stats, c::FINAL_CLAIMS_PASS)), (1, 1, 1));
+    // A source that imports a helper the model wrote fails: only `<fn>.py` is graded.
+    let src = format!("/repo/{}", bug.source_file());
+    let helper = bug.reference.replace(&format!("def {}(", bug.function), "def helper(");
+    let turns = vec![
+        call("Write", json!({"file_path": "/repo/helper.py", "content": helper})),
+        call("Read", json!({"file_path": src})),
+        call("Write", json!({"file_path": src, "content": format!("from helper import helper as {}\n", bug.function)})),
+        call("Bash", json!({"command": "pytest -q"})),
+        "Done.".into(),
+    ];
+    let (seen, outcome) = play(&env, task, &turns);
+    assert!(seen[3][0].text().contains(" passed\n") && !seen[3][0].text().contains("failed"), "the helper passes in /repo: {seen:?}");
+    assert_eq!(outcome.unwrap().reward, 0.0);
     // The repository holds the two visible files only; no hidden argument appears in it.
     let session = crate::ToolsSession::new(task, 6, 4, sandbox()).unwrap();
     assert_eq!(session.workspace().files.keys().cloned().collect::<Vec<_>>(), vec![bug.source_file(), bug.test_file()]);

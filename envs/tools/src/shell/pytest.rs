@@ -3,7 +3,8 @@
 //! dots (or `-v` lines), failures with the compared values, a summary line, pytest's exit
 //! codes (0 passed, 1 failed, 2 collection error, 5 nothing collected).
 //!
-//! Options: `-q`, `-v`, `-x`, `-s` (no effect), `--tb=STYLE` (no effect), `-k EXPR` (words
+//! Options: `-q`, `-v`, `-x`, `-k EXPR`, and without effect `-s`, `--tb=STYLE`, `-rA`/`-ra`/`-rf`,
+//! `--no-header`, `--disable-warnings`. `-k EXPR` takes words
 //! matched case-insensitively as substrings of the test id, combined with `and`, `or`,
 //! `not`, parentheses). Paths: files or directories, a file optionally with `::TEST`.
 
@@ -35,7 +36,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "-q" | "--quiet" => o.quiet = true,
             "-v" | "--verbose" => o.verbose = true,
             "-x" | "--exitfirst" => o.exitfirst = true,
-            "-s" | "--no-header" => {}
+            "-s" | "--no-header" | "--disable-warnings" | "-rA" | "-ra" | "-rf" => {}
             "-k" => {
                 let expr = it.next().ok_or("pytest: argument -k: expected one argument")?;
                 o.select = Some(keyword_expression(expr)?);
@@ -311,7 +312,7 @@ mod tests {
         assert!(parse(&args(&["--cov"])).unwrap_err().contains("unsupported option `--cov`"));
         assert!(parse(&args(&["-k", "a and"])).unwrap_err().contains("Wrong expression"));
         assert!(parse(&args(&["-k"])).is_err());
-        assert!(parse(&args(&["--tb=short", "-x", "-s"])).unwrap().exitfirst);
+        assert!(parse(&args(&["--tb=short", "-x", "-s", "-rA", "--disable-warnings"])).unwrap().exitfirst);
     }
 }
 
