@@ -3,10 +3,10 @@
 //! dots (or `-v` lines), failures with the compared values, a summary line, pytest's exit
 //! codes (0 passed, 1 failed, 2 collection error, 5 nothing collected).
 //!
-//! Options: `-q`, `-v`, `-x`, `-k EXPR`, and without effect `-s`, `--tb=STYLE`, `-rA`/`-ra`/`-rf`,
-//! `--no-header`, `--disable-warnings`. `-k EXPR` takes words
-//! matched case-insensitively as substrings of the test id, combined with `and`, `or`,
-//! `not`, parentheses). Paths: files or directories, a file optionally with `::TEST`.
+//! Options: `-q`, `-v`, `-x`, `-k EXPR`, and without effect `-s`, `--tb=STYLE`,
+//! `-rA`/`-ra`/`-rf`, `--no-header`, `--disable-warnings`. `-k EXPR` takes words matched
+//! case-insensitively as substrings of the test id, combined with `and`, `or`, `not` and
+//! parentheses. Paths: files or directories, a file optionally with `::TEST`.
 
 use arl_core::{Job, Limits};
 use serde_json::{Value, json};
