@@ -178,34 +178,59 @@ pub fn head_tail(sh: &mut Shell<'_, '_>, args: &[String], head: bool) -> Exec {
     Exec::ok(out)
 }
 
-/// `grep [-n -i -v -c -l -w -F -E -r -R -H -h] PATTERN [FILE…]` (Rust regex syntax, close to
+/// `grep [-n -i -v -c -l -w -F -E -r -R -H -h] [-A N -B N -C N] PATTERN [FILE…]` (Rust regex syntax, close to
 /// ERE; basic-regex `\|` is read as alternation). Without files, or with `-r`, it searches
 /// the whole repository. Exit 1 when nothing matches.
 pub fn grep(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
-    let mut pattern: Option<String> = None;
+    let mut patterns: Vec<String> = Vec::new();
+    let (mut after, mut before) = (0usize, 0usize);
     let mut rest = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        if arg == "-e" {
-            match it.next() {
-                Some(p) => pattern = Some(p.clone()),
-                None => return Exec::usage("grep: option requires an argument -- 'e'".into()),
-            }
-        } else {
+        let valued = ["-e", "-A", "-B", "-C"].into_iter().find(|o| arg.starts_with(o));
+        let Some(option) = valued else {
             rest.push(arg.clone());
+            continue;
+        };
+        let value = if arg.len() > 2 {
+            arg[2..].to_string()
+        } else {
+            match it.next() {
+                Some(v) => v.clone(),
+                None => return Exec::usage(format!("grep: option requires an argument -- '{}'", &option[1..])),
+            }
+        };
+        if option == "-e" {
+            patterns.push(value);
+            continue;
+        }
+        let Ok(n) = value.parse::<usize>() else {
+            return Exec::usage(format!("grep: {value}: invalid context length argument"));
+        };
+        match option {
+            "-A" => after = n,
+            "-B" => before = n,
+            _ => (after, before) = (n, n),
         }
     }
     let (flags, mut operands) = match flags("grep", &rest, "niIvclwFErRHhs") {
         Ok(x) => x,
         Err(e) => return e,
     };
-    let pattern = match pattern {
-        Some(p) => p,
-        None if !operands.is_empty() => operands.remove(0),
-        None => return Exec::usage("grep: a pattern is required: grep [OPTIONS] PATTERN [FILE...]".into()),
-    };
+    if patterns.is_empty() {
+        if operands.is_empty() {
+            return Exec::usage("grep: a pattern is required: grep [OPTIONS] PATTERN [FILE...]".into());
+        }
+        patterns.push(operands.remove(0));
+    }
+    let pattern = patterns.join("` or `");
     let has = |f: char| flags.contains(&f);
-    let source = if has('F') { regex::escape(&pattern) } else { pattern.replace("\\|", "|") };
+    // Several -e patterns match when any does.
+    let alternatives: Vec<String> = patterns
+        .iter()
+        .map(|p| format!("(?:{})", if has('F') { regex::escape(p) } else { p.replace("\\|", "|") }))
+        .collect();
+    let source = alternatives.join("|");
     let source = if has('w') { format!(r"\b(?:{source})\b") } else { source };
     let re = match RegexBuilder::new(&source).case_insensitive(has('i')).build() {
         Ok(re) => re,
@@ -241,20 +266,31 @@ pub fn grep(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
     let mut out = String::new();
     let mut any = false;
     for (shown, key) in &files {
-        let text = &sh.ctx.workspace.files[key];
-        let mut count = 0;
-        for (i, line) in text.lines().enumerate() {
-            if re.is_match(line) == has('v') {
-                continue;
+        let lines: Vec<&str> = sh.ctx.workspace.files[key].lines().collect();
+        let hits: Vec<usize> = (0..lines.len()).filter(|i| re.is_match(lines[*i]) != has('v')).collect();
+        let count = hits.len();
+        any |= count > 0;
+        if !(has('c') || has('l')) {
+            // Matching lines use `:` after the name and number, context lines `-`; groups
+            // that do not touch are separated by `--`, as GNU grep prints them.
+            let mut last: Option<usize> = None;
+            for &hit in &hits {
+                let from = hit.saturating_sub(before).max(last.map_or(0, |l| l + 1));
+                let to = (hit + after).min(lines.len().saturating_sub(1));
+                if (before > 0 || after > 0) && last.is_some_and(|l| from > l + 1) {
+                    out.push_str("--\n");
+                }
+                for i in from..=to.max(hit) {
+                    if last.is_some_and(|l| i <= l) {
+                        continue;
+                    }
+                    let sep = if hits.binary_search(&i).is_ok() { ':' } else { '-' };
+                    let name = if with_names { format!("{shown}{sep}") } else { String::new() };
+                    let number = if has('n') { format!("{}{sep}", i + 1) } else { String::new() };
+                    out.push_str(&format!("{name}{number}{}\n", lines[i]));
+                    last = Some(i);
+                }
             }
-            count += 1;
-            any = true;
-            if has('c') || has('l') {
-                continue;
-            }
-            let name = if with_names { format!("{shown}:") } else { String::new() };
-            let number = if has('n') { format!("{}:", i + 1) } else { String::new() };
-            out.push_str(&format!("{name}{number}{line}\n"));
         }
         if has('l') && count > 0 {
             out.push_str(&format!("{shown}\n"));
@@ -356,6 +392,11 @@ mod tests {
         assert_eq!(ok(repo.bash("grep -l def *.py")), "count_positive.py\ntest_count_positive.py\n");
         assert_eq!(ok(repo.bash("grep -iw RETURN count_positive.py")), "    return count\n");
         assert_eq!(ok(repo.bash("grep -F '(values)' count_positive.py")), "def count_positive(values):\n");
+        assert_eq!(ok(repo.bash("grep -n -A1 'if v' count_positive.py")), "5:        if v >= 0:\n6-            count += 1\n");
+        assert_eq!(ok(repo.bash("grep -C 1 count count_positive.py")), "def count_positive(values):\n    \"\"\"Count the numbers in `values` that are strictly greater than zero.\"\"\"\n    count = 0\n    for v in values:\n        if v >= 0:\n            count += 1\n    return count\n");
+        assert_eq!(ok(repo.bash("grep -n -B1 'return' count_positive.py")), "6-            count += 1\n7:    return count\n");
+        assert_eq!(ok(repo.bash("grep -n -A0 -e def -e x count_positive.py")), "1:def count_positive(values):\n");
+        assert!(failed(repo.bash("grep -A x def count_positive.py")).contains("invalid context length"));
         // No match: exit status 1, a normal outcome.
         assert_eq!(ok(repo.bash("grep zebra count_positive.py")), "Exit code 1");
         assert!(failed(repo.bash("grep '(' count_positive.py")).contains("invalid pattern"));
