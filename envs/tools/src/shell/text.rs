@@ -280,14 +280,14 @@ pub fn grep(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
                 if (before > 0 || after > 0) && last.is_some_and(|l| from > l + 1) {
                     out.push_str("--\n");
                 }
-                for i in from..=to.max(hit) {
+                for (i, line) in lines.iter().enumerate().take(to.max(hit) + 1).skip(from) {
                     if last.is_some_and(|l| i <= l) {
                         continue;
                     }
                     let sep = if hits.binary_search(&i).is_ok() { ':' } else { '-' };
                     let name = if with_names { format!("{shown}{sep}") } else { String::new() };
                     let number = if has('n') { format!("{}{sep}", i + 1) } else { String::new() };
-                    out.push_str(&format!("{name}{number}{}\n", lines[i]));
+                    out.push_str(&format!("{name}{number}{line}\n"));
                     last = Some(i);
                 }
             }
