@@ -2,6 +2,7 @@
 
 mod config;
 mod list;
+mod render;
 mod run;
 mod run_args;
 
@@ -9,6 +10,7 @@ use std::io::Write;
 
 pub use config::ConfigCommand;
 pub use list::List;
+pub use render::Render;
 pub use run::Run;
 pub use run_args::RunArgs;
 
@@ -22,6 +24,8 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Render a conversation through a model's chat template: `{"text": …, "ids": […]}`.
+    Render(Render),
 }
 
 impl Command {
@@ -30,6 +34,7 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Render(cmd) => cmd.execute(out),
         }
     }
 }
