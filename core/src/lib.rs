@@ -15,6 +15,7 @@
 
 pub mod advantage;
 pub mod backend;
+pub mod chat;
 pub mod config;
 pub mod env;
 pub mod episode;
@@ -31,6 +32,7 @@ pub mod toolcall;
 
 pub use advantage::{AdvantageFn, AdvantageInput};
 pub use backend::BackendKind;
+pub use chat::{ChatCodec, ChatError, Conversation};
 pub use config::RunConfig;
 pub use env::{AssistantTurn, Env, EnvSession, Outcome, Step};
 pub use episode::{Episode, EpisodeStats};

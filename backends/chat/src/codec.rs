@@ -1,0 +1,154 @@
+//! [`HfChatCodec`]: an HF tokenizer and chat template as an [`arl_core::ChatCodec`].
+//!
+//! Observations are appended by the suffix technique: render the conversation with and
+//! without the new messages and tokenize only the text that follows. The rendering of the
+//! assistant turn itself is not stable (Qwen3 writes an empty `<think>` block when the turn
+//! is the last message and drops it once more messages follow), so the turn is rendered as
+//! a sentinel text and both renderings are cut after the sentinel: what follows it without
+//! the observations is the template's turn end (`<|im_end|>\n`), and what follows it with
+//! them must start with that same turn end (else the template is not append-only here).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+use tokenizers::Tokenizer;
+
+use arl_core::{ChatCodec, ChatError, Message, ToolSchema};
+
+use crate::files::ChatFiles;
+use crate::template::{ChatTemplate, RenderOptions};
+
+/// Stands in for the last assistant turn while the suffix is rendered; plain ASCII with no
+/// whitespace, so templates that strip or split content leave it whole.
+const SENTINEL: &str = "ARL7SUFFIX7SENTINEL";
+
+struct Inner {
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    stop_ids: Vec<u32>,
+}
+
+/// A model's tokenizer and chat template. Cheap to clone (shared); `enable_thinking` is
+/// per handle.
+#[derive(Clone)]
+pub struct HfChatCodec {
+    inner: Arc<Inner>,
+    enable_thinking: Option<bool>,
+}
+
+impl HfChatCodec {
+    /// Load `tokenizer.json` and the chat template from a model directory.
+    pub fn load(dir: &Path) -> Result<Self, ChatError> {
+        let files = ChatFiles::load(dir)?;
+        let (source, origin) = &files.template;
+        let template = ChatTemplate::new(source, &origin.display().to_string(), files.special_tokens)?;
+        Ok(Self { inner: Arc::new(Inner { tokenizer: files.tokenizer, template, stop_ids: files.stop_ids }), enable_thinking: None })
+    }
+
+    /// The same codec from a template source given directly (tests, or a template override).
+    pub fn with_template(&self, source: &str, origin: &str) -> Result<Self, ChatError> {
+        let template = ChatTemplate::new(source, origin, self.inner.template.special_tokens().clone())?;
+        let inner = Inner { tokenizer: self.inner.tokenizer.clone(), template, stop_ids: self.inner.stop_ids.clone() };
+        Ok(Self { inner: Arc::new(inner), enable_thinking: self.enable_thinking })
+    }
+
+    /// `enable_thinking` as passed to the template; `None` leaves it undefined.
+    pub fn with_enable_thinking(&self, enable_thinking: Option<bool>) -> Self {
+        Self { inner: self.inner.clone(), enable_thinking }
+    }
+
+    pub fn enable_thinking(&self) -> Option<bool> {
+        self.enable_thinking
+    }
+
+    /// The template's text for HF-shaped `messages` and OpenAI-format `tools`.
+    pub fn render(&self, messages: &[Json], tools: Option<&[Json]>, add_generation_prompt: bool) -> Result<String, ChatError> {
+        let options = RenderOptions { add_generation_prompt, enable_thinking: self.enable_thinking };
+        self.inner.template.render(messages, tools, options)
+    }
+
+    /// Text to ids, no special tokens added (as `apply_chat_template(tokenize=True)`).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, ChatError> {
+        let encoding = self.inner.tokenizer.encode(text, false).map_err(|e| ChatError::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.tokenizer.token_to_id(token)
+    }
+
+    /// [`HfChatCodec::render`] for core's typed messages and tool schemas.
+    pub fn render_typed(&self, messages: &[Message], tools: &[ToolSchema], add_generation_prompt: bool) -> Result<String, ChatError> {
+        let tools = tools_json(tools);
+        self.render(&messages_json(messages), tools.as_deref(), add_generation_prompt)
+    }
+
+    /// The text after the turn `history.last()` (an assistant turn) up to the next
+    /// generation prompt, as the template renders it; `stop_text` (what the sampler already
+    /// wrote of the turn end) is left out.
+    fn observation_text(&self, history: &[Message], observations: &[Message], tools: &[ToolSchema], stop_text: Option<&str>) -> Result<String, ChatError> {
+        match history.last() {
+            Some(m) if m.role == arl_core::Role::Assistant => {}
+            _ => return Err(ChatError::NotAppendOnly("observations must follow an assistant turn".into())),
+        }
+        let tools = tools_json(tools);
+        let mut messages = messages_json(&history[..history.len() - 1]);
+        messages.push(serde_json::json!({"role": "assistant", "content": SENTINEL}));
+        let without = self.render(&messages, tools.as_deref(), false)?;
+        messages.extend(messages_json(observations));
+        let with = self.render(&messages, tools.as_deref(), true)?;
+        let turn_end = after_sentinel(&without)?;
+        let tail = after_sentinel(&with)?;
+        if !tail.starts_with(turn_end) {
+            return Err(ChatError::NotAppendOnly(format!(
+                "an assistant turn ends with {turn_end:?} when last but {:?} when observations follow",
+                &tail[..tail.len().min(turn_end.len() + 20)]
+            )));
+        }
+        Ok(match stop_text {
+            Some(stop) if tail.starts_with(stop) => tail[stop.len()..].to_string(),
+            _ => tail.to_string(),
+        })
+    }
+}
+
+fn after_sentinel(text: &str) -> Result<&str, ChatError> {
+    match text.rfind(SENTINEL) {
+        Some(at) => Ok(&text[at + SENTINEL.len()..]),
+        None => Err(ChatError::NotAppendOnly("the template does not print the assistant's content".into())),
+    }
+}
+
+/// Messages in HF's JSON shape (`role`, `content`, `reasoning_content`, `tool_calls`).
+pub fn messages_json(messages: &[Message]) -> Vec<Json> {
+    messages.iter().map(|m| serde_json::to_value(m).expect("messages are JSON")).collect()
+}
+
+/// `None` (Python's `tools=None`) when there are none, as HF renders a call without tools.
+pub fn tools_json(tools: &[ToolSchema]) -> Option<Vec<Json>> {
+    (!tools.is_empty()).then(|| tools.iter().map(ToolSchema::to_openai).collect())
+}
+
+impl ChatCodec for HfChatCodec {
+    fn prompt_ids(&self, messages: &[Message], tools: &[ToolSchema]) -> Result<Vec<u32>, ChatError> {
+        self.encode(&self.render_typed(messages, tools, true)?)
+    }
+
+    fn observation_ids(&self, history: &[Message], observations: &[Message], tools: &[ToolSchema], stop: Option<u32>) -> Result<Vec<u32>, ChatError> {
+        let stop_text = stop.map(|id| self.decode(&[id])).transpose()?;
+        self.encode(&self.observation_text(history, observations, tools, stop_text.as_deref())?)
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, ChatError> {
+        self.inner.tokenizer.decode(ids, false).map_err(|e| ChatError::Tokenizer(e.to_string()))
+    }
+
+    fn stop_ids(&self) -> &[u32] {
+        &self.inner.stop_ids
+    }
+
+    fn self_check(&self) -> Result<String, ChatError> {
+        crate::self_check::self_check(self)
+    }
+}
