@@ -12,3 +12,22 @@ pub fn arl(args: &[&str]) -> Result<String, String> {
         Err(e) => Err(format!("{e:#}")),
     }
 }
+
+/// The real Qwen3 tokenizer files, fetched by `scripts/setup/qwen3-tokenizer.sh`
+/// (`ARL_QWEN3_TOKENIZER_DIR` overrides the place).
+pub fn qwen3_tokenizer_dir() -> std::path::PathBuf {
+    let dir = match std::env::var_os("ARL_QWEN3_TOKENIZER_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/arl/assets/qwen3-tokenizer"),
+    };
+    assert!(dir.join("tokenizer.json").is_file(), "no Qwen3 tokenizer in {}; run scripts/setup/qwen3-tokenizer.sh", dir.display());
+    dir
+}
+
+/// A fresh, empty scratch directory for one test.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("arl-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}

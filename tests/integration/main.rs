@@ -1,5 +1,6 @@
 //! The workspace's one integration-test binary. Modules by area; helpers in `../lib.rs`.
 
+mod chat;
 mod cli;
 mod config;
 mod losses;
@@ -8,3 +9,4 @@ mod qwen3;
 mod registry;
 mod test_plugins;
 mod trainer;
+mod tools;

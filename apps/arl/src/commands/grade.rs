@@ -14,7 +14,7 @@ use super::tasks::load_tasks;
 
 #[derive(Debug, clap::Args)]
 pub struct Grade {
-    /// Registered env name whose bank holds the task (`edit`).
+    /// Registered env name whose bank holds the task (`edit`, `tools`: the same bank).
     #[arg(long, default_value = "edit")]
     pub env: String,
     /// Task id (`arl tasks --env edit` lists them).

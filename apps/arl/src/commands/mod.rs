@@ -11,6 +11,7 @@ mod grade;
 mod list;
 mod loss;
 mod model_args;
+mod render;
 mod run;
 mod run_args;
 mod sandbox;
@@ -29,6 +30,7 @@ pub use grade::Grade;
 pub use list::List;
 pub use loss::LossCommand;
 pub use model_args::ModelArgs;
+pub use render::Render;
 pub use run::Run;
 pub use run_args::RunArgs;
 pub use sandbox::SandboxCommand;
@@ -69,6 +71,8 @@ pub enum Command {
     /// Throughput benchmarks (one JSON line each).
     #[command(subcommand)]
     Bench(Bench),
+    /// Render a conversation through a model's chat template: `{"text": …, "ids": […]}`.
+    Render(Render),
 }
 
 impl Command {
@@ -87,6 +91,7 @@ impl Command {
             Command::Score(cmd) => cmd.execute(out),
             Command::Generate(cmd) => cmd.execute(out),
             Command::Bench(cmd) => cmd.execute(out),
+            Command::Render(cmd) => cmd.execute(out),
         }
     }
 }

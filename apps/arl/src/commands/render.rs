@@ -1,0 +1,50 @@
+//! `arl render`: a conversation through a model's chat template, as text and token ids —
+//! what HF `apply_chat_template` gives, for checking templates by hand.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use arl_chat::HfChatCodec;
+use serde_json::{Value, json};
+
+#[derive(Debug, clap::Args)]
+pub struct Render {
+    /// A directory with tokenizer.json and the chat template (tokenizer_config.json or
+    /// chat_template.jinja), or a repo id (org/name) in the local Hugging Face cache.
+    #[arg(long)]
+    pub model: String,
+    /// A JSON array of messages in HF's shape (role, content, tool_calls, reasoning_content).
+    #[arg(long)]
+    pub messages: PathBuf,
+    /// A JSON array of tool schemas in the OpenAI function format.
+    #[arg(long)]
+    pub tools: Option<PathBuf>,
+    /// End with the assistant's generation prompt.
+    #[arg(long)]
+    pub add_generation_prompt: bool,
+    /// Pass `enable_thinking` to the template (left undefined when absent).
+    #[arg(long)]
+    pub enable_thinking: Option<bool>,
+}
+
+impl Render {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let dir = arl_chat::resolve_model_dir(&self.model)?;
+        let codec = HfChatCodec::load(&dir)?.with_enable_thinking(self.enable_thinking);
+        let messages = read_array(&self.messages, "--messages")?;
+        let tools = self.tools.as_deref().map(|p| read_array(p, "--tools")).transpose()?;
+        let text = codec.render(&messages, tools.as_deref(), self.add_generation_prompt)?;
+        let ids = codec.encode(&text)?;
+        writeln!(out, "{}", serde_json::to_string(&json!({"text": text, "ids": ids}))?)?;
+        Ok(())
+    }
+}
+
+fn read_array(path: &Path, flag: &str) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{flag} {}: cannot read", path.display()))?;
+    match serde_json::from_str(&text).with_context(|| format!("{flag} {}: not valid JSON", path.display()))? {
+        Value::Array(items) => Ok(items),
+        _ => anyhow::bail!("{flag} {}: expected a JSON array", path.display()),
+    }
+}

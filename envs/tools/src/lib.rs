@@ -1,0 +1,117 @@
+//! arl-env-tools — the `tools` gym: fix a bug with Claude-Code-style tools over an in-memory
+//! repository, writing the change yourself.
+//!
+//! Each episode gets one bank task as a repository at `/repo` holding `<fn>.py` (the buggy
+//! source) and `test_<fn>.py` (the public tests); hidden tests never enter it. The tool set
+//! ([`tools::ClaudeCodeTools`], also registered alone as tool set `claude-code`) has Claude
+//! Code's names and parameters (SPEC.md §3): `Read(file_path, offset?, limit?)`,
+//! `Edit(file_path, old_string, new_string, replace_all?)`, `Write(file_path, content)` and
+//! `Bash(command, timeout?, description?)`, where Bash is an emulated shell ([`shell`]) whose
+//! every Python execution runs in the [`Sandbox`]. Up to `max_calls_per_turn` calls per turn
+//! run in order; a turn without a call is the final answer; after `max_turns` turns the
+//! episode is graded as it stands. The reward is 1 iff the final `<fn>.py` passes every hidden
+//! test ([`arl_tasks::grade`], which copies only that file). Per-episode statistics are in
+//! [`counters`].
+//!
+//! It deliberately knows nothing about tokens or the chat template (the trainer parses
+//! `<tool_call>` blocks with [`arl_core::toolcall`]), nor about how jobs are isolated.
+//! Options (`[env.options]`): `train_instances`, `heldout_instances`. No cargo features.
+
+pub mod claims;
+pub mod counters;
+mod files;
+pub mod paths;
+mod session;
+pub mod shell;
+pub mod tools;
+
+#[cfg(test)]
+mod testing;
+
+pub use session::ToolsSession;
+
+use std::sync::Arc;
+
+use arl_core::config::EnvConfig;
+use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
+use arl_tasks::{BankOptions, BugTask, generate};
+use serde::Deserialize;
+
+/// `[env.options]` of the `tools` env.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsOptions {
+    /// Tasks per training template (each with its own names).
+    pub train_instances: usize,
+    /// Tasks per held-out template.
+    pub heldout_instances: usize,
+}
+
+impl Default for ToolsOptions {
+    fn default() -> Self {
+        let bank = BankOptions::default();
+        Self { train_instances: bank.train_instances, heldout_instances: bank.heldout_instances }
+    }
+}
+
+pub struct ToolsEnv {
+    bank: BankOptions,
+    max_turns: u32,
+    max_calls_per_turn: u32,
+    sandbox: Arc<dyn Sandbox>,
+}
+
+arl_core::register!(EnvPlugin {
+    name: "tools",
+    about: "fix a Python bug with Claude-Code-style tools (Read, Edit, Write, Bash) over an in-memory repo",
+    build: build,
+});
+
+fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
+    let options: ToolsOptions = serde_json::from_value(config.options.clone().into())
+        .map_err(|e| PluginError { kind: "env", name: "tools".into(), message: format!("env.options: {e}") })?;
+    Ok(Box::new(ToolsEnv::new(config, &options, sandbox)))
+}
+
+impl ToolsEnv {
+    pub fn new(config: &EnvConfig, options: &ToolsOptions, sandbox: Arc<dyn Sandbox>) -> Self {
+        Self {
+            bank: BankOptions {
+                seed: config.seed,
+                randomize_names: config.randomize_names,
+                train_instances: options.train_instances,
+                heldout_instances: options.heldout_instances,
+            },
+            max_turns: config.max_turns,
+            max_calls_per_turn: config.max_calls_per_turn,
+            sandbox,
+        }
+    }
+
+    pub fn bank(&self) -> &BankOptions {
+        &self.bank
+    }
+
+    pub fn max_calls_per_turn(&self) -> u32 {
+        self.max_calls_per_turn
+    }
+}
+
+impl Env for ToolsEnv {
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        Ok(generate(&self.bank, split).iter().map(BugTask::to_task).collect())
+    }
+
+    fn tools(&self) -> Vec<ToolSchema> {
+        tools::ClaudeCodeTools.schemas()
+    }
+
+    /// Writing a whole function in one Edit or Write takes more room than picking a menu item.
+    fn default_max_new_tokens(&self) -> u32 {
+        256
+    }
+
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+        Ok(Box::new(ToolsSession::new(task, self.max_turns, self.max_calls_per_turn, self.sandbox.clone())?))
+    }
+}
