@@ -3,12 +3,14 @@
 //! It owns the plugin traits ([`Env`], [`ToolSet`], [`Sandbox`], [`AdvantageFn`],
 //! [`PolicyLoss`]), the [`Policy`] interface (generate, score), the data that flows between them (messages, tool calls and their
 //! outcomes, tasks, episodes with token ids and masks), the run configuration, and the
-//! `inventory`-based plugin [`registry`].
+//! `inventory`-based plugin [`registry`], evaluation statistics ([`eval`]) and the RL loop
+//! written against the traits ([`train`]: rollout, update, evaluation, the default trainer).
 //!
 //! It deliberately knows no model, no environment and no concrete backend: environments,
-//! tool sets and sandboxes are text in, text out and never see a tensor; only the loss
-//! interface ([`loss`]) touches tensors, through burn's `Dispatch` backend, so the same
-//! `Box<dyn PolicyLoss>` runs on every device.
+//! tool sets and sandboxes are text in, text out and never see a tensor; only the loss and
+//! policy interfaces ([`loss`], [`policy`]) and the update ([`train::update`]) touch tensors,
+//! through burn's `Dispatch` backend, so the same `Box<dyn PolicyLoss>` and
+//! `dyn TrainablePolicy` run on every device.
 //!
 //! Cargo features (all off by default): `cuda` compiles burn-cuda into `Dispatch`, `tch`
 //! compiles libtorch into it. The CPU backend (burn-flex) is always there.

@@ -13,7 +13,7 @@ mod trainer;
 pub use load::{Overrides, parse_set};
 pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};
 pub use preset::AlgoPreset;
-pub use trainer::{EvalConfig, OutputConfig, TrainerConfig};
+pub use trainer::{EvalConfig, LrSchedule, OutputConfig, TrainerConfig};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

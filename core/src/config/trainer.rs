@@ -14,6 +14,11 @@ pub struct TrainerConfig {
     /// Tasks per step (P).
     pub prompts: u32,
     pub lr: f64,
+    /// `constant`, or `cosine`: linear warmup over `warmup_steps`, then cosine decay to
+    /// `lr · min_lr_ratio` at the last step.
+    pub lr_schedule: LrSchedule,
+    pub warmup_steps: u32,
+    pub min_lr_ratio: f64,
     pub epochs: u32,
     pub minibatches: u32,
     /// Rows per micro-batch; unset: a whole minibatch at once.
@@ -35,6 +40,9 @@ impl Default for TrainerConfig {
             group_size: 8,
             prompts: 8,
             lr: 1e-5,
+            lr_schedule: LrSchedule::Constant,
+            warmup_steps: 0,
+            min_lr_ratio: 0.0,
             epochs: 1,
             minibatches: 2,
             micro: None,
@@ -44,6 +52,48 @@ impl Default for TrainerConfig {
             seed: 0,
             checkpoint_every: 0,
         }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LrSchedule {
+    Constant,
+    Cosine,
+}
+
+impl TrainerConfig {
+    /// The learning rate of `step` (0-based) under the schedule.
+    pub fn lr_at(&self, step: u32) -> f64 {
+        if step < self.warmup_steps {
+            return self.lr * (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        match self.lr_schedule {
+            LrSchedule::Constant => self.lr,
+            LrSchedule::Cosine => {
+                let span = self.steps.saturating_sub(self.warmup_steps).max(1) as f64;
+                let progress = ((step - self.warmup_steps) as f64 / span).min(1.0);
+                let min = self.lr * self.min_lr_ratio;
+                min + (self.lr - min) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_then_cosine_reaches_the_floor_at_the_end() {
+        let c = TrainerConfig { lr: 1.0, steps: 10, warmup_steps: 2, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.1, ..Default::default() };
+        assert_eq!((c.lr_at(0), c.lr_at(1)), (0.5, 1.0));
+        assert!((c.lr_at(2) - 1.0).abs() < 1e-12);
+        // Halfway through the decay: the midpoint of 1.0 and 0.1.
+        assert!((c.lr_at(6) - 0.55).abs() < 1e-12);
+        assert!((c.lr_at(10) - 0.1).abs() < 1e-12);
+        let constant = TrainerConfig { lr: 0.3, ..Default::default() };
+        assert_eq!(constant.lr_at(17), 0.3);
     }
 }
 
@@ -66,10 +116,13 @@ impl Default for EvalConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OutputConfig {
     pub dir: String,
+    /// Write checkpoints (every `trainer.checkpoint_every` steps and at the end) under
+    /// `<dir>/checkpoints`.
+    pub checkpoints: bool,
 }
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        Self { dir: "runs/latest".into() }
+        Self { dir: "runs/latest".into(), checkpoints: true }
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepMetrics {
     pub step: u32,
+    pub lr: f64,
     pub episodes: usize,
     pub reward_mean: f64,
     /// Fraction of episodes with reward 1.

@@ -30,9 +30,24 @@ pub struct Parts<'a> {
     pub advantage: &'a dyn AdvantageFn,
 }
 
+/// Where and with what a run ran (filled in by the caller).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunMeta {
+    pub arl_version: String,
+    /// `git rev-parse HEAD` of the source tree, when it is a git checkout.
+    pub git_commit: Option<String>,
+    /// The device, as burn names it.
+    pub device: String,
+    /// The command line.
+    pub command: String,
+    /// Seconds since the Unix epoch at the start.
+    pub started_unix: u64,
+}
+
 /// What a run produced: the body of `results.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunReport {
+    pub meta: RunMeta,
     pub config: RunConfig,
     /// The chat layer's start-up self-check summary.
     pub self_check: String,
@@ -51,6 +66,7 @@ pub struct RunReport {
 pub fn train(
     parts: Parts<'_>,
     config: &RunConfig,
+    meta: RunMeta,
     out_dir: &Path,
     log: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&str, usize, usize),
@@ -108,9 +124,11 @@ pub fn train(
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let group_ids: Vec<usize> = episodes.iter().map(|e| e.group).collect();
         let advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
-        let upd = update(policy, loss, &episodes, &advantages, &update_opts)?;
+        let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
+        let upd = update(policy, loss, &episodes, &advantages, &opts)?;
         progress(&format!("step {} update", step + 1), 1, 1);
-        let m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
+        let mut m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
+        m.lr = opts.lr;
         for e in &episodes {
             sum_counters(&mut tool_stats, e);
         }
@@ -119,11 +137,11 @@ pub fn train(
         log(&m.line());
         steps.push(m);
         let every = config.trainer.checkpoint_every;
-        if every > 0 && (step + 1) % every == 0 {
+        if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
             save(policy, &checkpoint_dir(out_dir, step + 1))?;
         }
     }
-    if config.trainer.steps > 0 {
+    if config.output.checkpoints && config.trainer.steps > 0 {
         save(policy, &out_dir.join("checkpoints").join("final"))?;
     }
 
@@ -146,6 +164,7 @@ pub fn train(
         _ => None,
     };
     let report = RunReport {
+        meta,
         config: config.clone(),
         self_check,
         steps,
@@ -199,6 +218,7 @@ fn step_metrics(
         .count();
     StepMetrics {
         step,
+        lr: 0.0,
         episodes: episodes.len(),
         reward_mean: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
         pass_rate: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,

@@ -10,7 +10,8 @@ use arl_chat::HfChatCodec;
 use arl_core::config::DType;
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
-use arl_core::train::trainer::{Parts, train};
+use arl_core::policy::TrainablePolicy;
+use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
 
@@ -31,6 +32,7 @@ impl Run {
         let mut log_file = std::fs::File::create(out_dir.join("run.log"))?;
 
         let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+        let policy_device = TrainablePolicy::device(&policy);
 
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
@@ -63,7 +65,14 @@ impl Run {
                 }
             }
         };
-        train(parts, &config, &out_dir, &mut log, &mut progress)?;
+        let meta = RunMeta {
+            arl_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: git_commit(),
+            device: format!("{:?}", policy_device),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        };
+        train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
         Ok(())
     }
 }
@@ -95,4 +104,10 @@ impl Built {
             .with_context(|| format!("loading model `{}`", config.model.source))?;
         Ok(Self { env, codec, loss, advantage, policy })
     }
+}
+
+/// The source tree's commit, when `git` and a checkout are there.
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
