@@ -45,9 +45,16 @@ fn config_schema_is_json_schema_of_the_run_config() {
 }
 
 #[test]
-fn run_validates_then_says_training_is_not_built_yet() {
-    let err = arl(&with_stand_ins(&["run", "--env", "sum"])).unwrap_err();
-    assert!(err.contains("not implemented"), "{err}");
+fn run_with_no_steps_and_no_eval_still_checks_and_reports() {
+    let dir = arl_tests::scratch_dir("run-zero-steps");
+    let out = arl(&with_stand_ins(&["run", "--env", "sum", "--steps", "0", "--eval-n", "0", "--out", dir.to_str().unwrap()]))
+        .unwrap();
+    assert!(out.contains("chat self-check passed"), "{out}");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["steps"].as_array().map(Vec::len), Some(0));
+    assert!(results["before"].is_null() && results["difference"].is_null());
+    assert_eq!(results["config"]["loss"]["name"], "test-zero");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn run_error(args: &[&str]) -> String {
