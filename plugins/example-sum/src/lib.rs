@@ -98,6 +98,11 @@ impl Env for SumEnv {
         Vec::new()
     }
 
+    /// The answer is a number: a few tokens are enough.
+    fn default_max_new_tokens(&self) -> u32 {
+        8
+    }
+
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
         let operand = |k: &str| {
             task.data[k].as_u64().ok_or_else(|| EnvError::Other(format!("task {}: missing operand {k}", task.id)))
