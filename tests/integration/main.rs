@@ -2,6 +2,7 @@
 
 mod cli;
 mod config;
+mod crosscheck;
 mod losses;
 mod envs;
 mod qwen3;

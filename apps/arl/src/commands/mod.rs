@@ -3,6 +3,7 @@
 mod advantages;
 mod bench;
 mod config;
+mod crosscheck;
 mod generate;
 mod grade;
 mod list;
@@ -19,6 +20,7 @@ use std::io::Write;
 pub use advantages::Advantages;
 pub use bench::Bench;
 pub use config::ConfigCommand;
+pub use crosscheck::Crosscheck;
 pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
@@ -59,6 +61,8 @@ pub enum Command {
     /// Throughput benchmarks (one JSON line each).
     #[command(subcommand)]
     Bench(Bench),
+    /// Score the same sampled tokens on several backends and report how far they disagree.
+    Crosscheck(Crosscheck),
 }
 
 impl Command {
@@ -75,6 +79,7 @@ impl Command {
             Command::Score(cmd) => cmd.execute(out),
             Command::Generate(cmd) => cmd.execute(out),
             Command::Bench(cmd) => cmd.execute(out),
+            Command::Crosscheck(cmd) => cmd.execute(out),
         }
     }
 }
