@@ -19,11 +19,15 @@ if [ -x "$VENV/bin/python" ] && have=$("$VENV/bin/python" -W ignore -c 'import t
     exit 0
 fi
 python=""
-for candidate in python3.12 python3.11 python3.10 python3; do
-    # (pyenv shims exist for versions that are not active: run it to be sure)
-    if "$candidate" -c 'import venv' >/dev/null 2>&1; then python=$candidate; break; fi
+for candidate in python3.13 python3.12 python3.11 python3.10 python3; do
+    # (pyenv shims exist for versions that are not active, and Debian's python3 may lack
+    # ensurepip: run it to be sure it can make a venv)
+    if "$candidate" -c 'import venv, ensurepip' >/dev/null 2>&1; then python=$candidate; break; fi
 done
-[ -n "$python" ] || { echo "error: no python3 to create $VENV; install python3 (3.10–3.13)" >&2; exit 1; }
+if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3-venv && python=/usr/bin/python3
+fi
+[ -n "$python" ] || { echo "error: no python3 that can make a venv for $VENV; install python3-venv (3.10–3.13)" >&2; exit 1; }
 echo "libtorch: installing torch==$want into $VENV (≈6.6 GB with its CUDA wheels; once)"
 "$python" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==$want"
