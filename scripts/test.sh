@@ -17,3 +17,10 @@ done
 
 echo "== cargo test"
 cargo test --workspace --locked "$@"
+
+# The libtorch backend on the CPU: cpu vs tch crosscheck on every fixture checkpoint
+# (libtorch from scripts/setup/libtorch.sh; ARL_SKIP_LIBTORCH=1 skips both).
+if [ "${ARL_SKIP_LIBTORCH:-0}" != 1 ]; then
+    echo "== cargo test --features tch"
+    scripts/with-libtorch.sh cargo test --locked -p arl-tests --features tch "$@"
+fi

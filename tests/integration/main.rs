@@ -3,6 +3,7 @@
 mod chat;
 mod cli;
 mod config;
+mod crosscheck;
 mod losses;
 mod envs;
 mod qwen3;

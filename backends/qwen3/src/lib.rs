@@ -13,10 +13,14 @@
 //! It knows nothing about tokenizers, chat templates or environments (token ids in, token ids
 //! out), and no concrete backend: the model is generic over burn's `Backend` and used as
 //! `Qwen3<burn::Dispatch>`, so the device (CPU/CUDA/libtorch, with or without autodiff) is
-//! chosen at run time. Computation is f32. No cargo features.
+//! chosen at run time ([`device`] maps `--backend`/`--device-index`/`--dtype` to it). Computation
+//! is f32. Cargo features `cuda` and `tch` compile those backends into `Dispatch` (through
+//! arl-core's features of the same names).
 
 pub mod cache;
 pub mod config;
+pub mod crosscheck;
+pub mod device;
 pub mod error;
 pub mod hub;
 pub mod layers;
@@ -30,6 +34,7 @@ pub mod weights;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
+pub use device::DeviceError;
 pub use error::ModelError;
 pub use model::Qwen3;
 pub use policy::QwenPolicy;

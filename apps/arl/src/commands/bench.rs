@@ -58,7 +58,7 @@ pub struct BenchScore {
 }
 
 /// Deterministic random token ids (splitmix64), no RNG crate needed.
-fn random_ids(rows: usize, len: usize, vocab: usize, seed: u64) -> Vec<Vec<u32>> {
+pub(crate) fn random_ids(rows: usize, len: usize, vocab: usize, seed: u64) -> Vec<Vec<u32>> {
     let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut next = move || {
         s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -92,6 +92,7 @@ impl BenchGen {
             "bench": "gen",
             "model": self.model.model,
             "backend": self.model.backend,
+            "dtype": self.model.device.dtype,
             "batch": self.batch,
             "prompt_len": self.prompt_len,
             "new_tokens": self.new_tokens,
@@ -140,6 +141,7 @@ impl BenchScore {
             "bench": "score",
             "model": self.model.model,
             "backend": self.model.backend,
+            "dtype": self.model.device.dtype,
             "batch": b,
             "seq_len": l,
             "policy_frac": self.policy_frac,

@@ -5,6 +5,7 @@ mod bench;
 mod chat_codec;
 mod config;
 mod eval;
+mod crosscheck;
 mod generate;
 mod results;
 mod grade;
@@ -25,6 +26,7 @@ pub use bench::Bench;
 pub use config::ConfigCommand;
 pub use eval::Eval;
 pub use results::ResultsCommand;
+pub use crosscheck::Crosscheck;
 pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
@@ -73,6 +75,8 @@ pub enum Command {
     Bench(Bench),
     /// Render a conversation through a model's chat template: `{"text": …, "ids": […]}`.
     Render(Render),
+    /// Score the same sampled tokens on several backends and report how far they disagree.
+    Crosscheck(Crosscheck),
 }
 
 impl Command {
@@ -92,6 +96,7 @@ impl Command {
             Command::Generate(cmd) => cmd.execute(out),
             Command::Bench(cmd) => cmd.execute(out),
             Command::Render(cmd) => cmd.execute(out),
+            Command::Crosscheck(cmd) => cmd.execute(out),
         }
     }
 }

@@ -1,8 +1,8 @@
-//! `--model` and `--backend`, shared by the commands that run a model (`score`, `generate`,
-//! `bench`). Only the CPU device is wired here; choosing cuda/tch devices is issue #5.
+//! `--model`, `--backend`, `--device-index` and `--dtype`, shared by the commands that run a
+//! model (`score`, `generate`, `bench`, `crosscheck`). The device mapping itself is
+//! `arl_qwen3::device`.
 
 use anyhow::Context;
-use arl_core::BackendKind;
 use arl_qwen3::DispatchQwen3;
 use burn::DispatchDevice;
 
@@ -12,24 +12,41 @@ pub struct ModelArgs {
     /// tiny-vocab512, small, qwen3-0.6b).
     #[arg(long, default_value = "tiny")]
     pub model: String,
-    /// cpu | cuda | tch | tch-cuda.
+    /// cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Which GPU and which float type; shared with commands that take several backends.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArgs {
+    /// GPU number for cuda / tch-cuda.
+    #[arg(long, default_value_t = 0)]
+    pub device_index: usize,
+    /// f32 | bf16 | f16: the weights' and compute's float type (logprobs always f32).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+}
+
+impl DeviceArgs {
+    pub fn device(&self, backend: &str) -> anyhow::Result<DispatchDevice> {
+        Ok(arl_qwen3::device::device_from_args(backend, self.device_index, &self.dtype)?)
+    }
 }
 
 impl ModelArgs {
     pub fn device(&self) -> anyhow::Result<DispatchDevice> {
-        let kind: BackendKind = serde_json::from_value(serde_json::Value::String(self.backend.clone()))
-            .map_err(|_| anyhow::anyhow!("unknown backend `{}`; valid backends: cpu, cuda, tch, tch-cuda", self.backend))?;
-        kind.ensure_compiled_in().map_err(anyhow::Error::msg)?;
-        match kind {
-            BackendKind::Cpu => Ok(arl_qwen3::cpu()),
-            other => anyhow::bail!("backend `{other}` is compiled in but not wired to a device yet (issue #5); use --backend cpu"),
-        }
+        self.device.device(&self.backend)
     }
 
     /// Load the model on `device`, with the source in the error context.
     pub fn load_on(&self, device: &DispatchDevice) -> anyhow::Result<DispatchQwen3> {
-        arl_qwen3::load(&self.model, device).with_context(|| format!("loading model `{}`", self.model))
+        load(&self.model, device)
     }
+}
+
+pub fn load(model: &str, device: &DispatchDevice) -> anyhow::Result<DispatchQwen3> {
+    arl_qwen3::load(model, device).with_context(|| format!("loading model `{model}`"))
 }

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use arl_chat::HfChatCodec;
-use arl_core::config::DType;
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
 use arl_core::policy::TrainablePolicy;
@@ -15,7 +14,7 @@ use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
 
-use super::{ModelArgs, RunArgs};
+use super::RunArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Run {
@@ -88,16 +87,12 @@ pub struct Built {
 
 impl Built {
     pub fn new(config: &RunConfig) -> anyhow::Result<Self> {
-        if config.model.dtype != DType::F32 {
-            anyhow::bail!("config key `model.dtype`: only f32 is supported so far (issue #5 adds bf16/f16)");
-        }
         let sandbox = (registry::get::<SandboxPlugin>(&config.sandbox.name)?.build)(&config.sandbox)?;
         let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
         let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
         let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
         let codec = super::chat_codec::load(&config.model)?;
-        let model_args = ModelArgs { model: config.model.source.clone(), backend: config.model.backend.name().to_string() };
-        let device = model_args.device()?;
+        let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
         let optim =
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
         let policy = QwenTrainer::load(&config.model.source, &device, optim)

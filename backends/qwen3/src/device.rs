@@ -1,0 +1,101 @@
+//! `--backend` / `--device-index` / `--dtype` → a burn `DispatchDevice`: the one place that
+//! maps a [`BackendKind`] to a device. `cpu` → Flex, `cuda` → Cuda(i), `tch` → LibTorch(Cpu),
+//! `tch-cuda` → LibTorch(Cuda(i)). A backend not compiled in is an error naming the feature.
+
+use arl_core::BackendKind;
+use burn::DispatchDevice;
+
+/// The float type of the weights and the compute (arl-core's, as in `[model] dtype`).
+/// Log-probabilities and losses are always accumulated in f32.
+pub use arl_core::config::DType;
+
+/// `"f32" | "bf16" | "f16"` → the dtype.
+pub fn parse_dtype(text: &str) -> Result<DType, DeviceError> {
+    match text {
+        "f32" => Ok(DType::F32),
+        "bf16" => Ok(DType::Bf16),
+        "f16" => Ok(DType::F16),
+        _ => Err(DeviceError::UnknownDType(text.to_string())),
+    }
+}
+
+pub fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "f32",
+        DType::Bf16 => "bf16",
+        DType::F16 => "f16",
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DeviceError {
+    #[error("unknown backend `{0}`; valid backends: cpu, cuda, tch, tch-cuda")]
+    UnknownBackend(String),
+    #[error("{0}")]
+    NotCompiledIn(String),
+    #[error("unknown dtype `{0}`; valid dtypes: f32, bf16, f16")]
+    UnknownDType(String),
+    #[error("--device-index {index} makes no sense for backend `{backend}` (a CPU backend has one device); drop it")]
+    IndexOnCpu { backend: BackendKind, index: usize },
+    #[error("--dtype {dtype} is not supported yet (on any backend): the model computes in f32; use --dtype f32")]
+    DTypeUnsupported { dtype: &'static str },
+}
+
+/// `"cpu" | "cuda" | "tch" | "tch-cuda"` → the kind (whether or not it is compiled in).
+pub fn parse_backend(text: &str) -> Result<BackendKind, DeviceError> {
+    BackendKind::ALL.into_iter().find(|b| b.name() == text).ok_or_else(|| DeviceError::UnknownBackend(text.to_string()))
+}
+
+/// The device for `backend` (GPU number `index` for cuda/tch-cuda) computing in `dtype`.
+pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<DispatchDevice, DeviceError> {
+    backend.ensure_compiled_in().map_err(DeviceError::NotCompiledIn)?;
+    if index != 0 && matches!(backend, BackendKind::Cpu | BackendKind::Tch) {
+        return Err(DeviceError::IndexOnCpu { backend, index });
+    }
+    if dtype != DType::F32 {
+        return Err(DeviceError::DTypeUnsupported { dtype: dtype_name(dtype) });
+    }
+    Ok(match backend {
+        BackendKind::Cpu => DispatchDevice::Flex(Default::default()),
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => DispatchDevice::Cuda(burn::backend::cuda::CudaDevice { index }),
+        #[cfg(feature = "tch")]
+        BackendKind::Tch => DispatchDevice::LibTorch(burn::backend::libtorch::LibTorchDevice::Cpu),
+        #[cfg(feature = "tch")]
+        BackendKind::TchCuda => DispatchDevice::LibTorch(burn::backend::libtorch::LibTorchDevice::Cuda(index)),
+        #[allow(unreachable_patterns)]
+        other => unreachable!("`{other}` passed ensure_compiled_in without its device arm"),
+    })
+}
+
+/// `device` from the strings a user typed.
+pub fn device_from_args(backend: &str, index: usize, dtype: &str) -> Result<DispatchDevice, DeviceError> {
+    device(parse_backend(backend)?, index, parse_dtype(dtype)?)
+}
+
+/// The device a run configuration's `[model]` section names.
+pub fn device_for(model: &arl_core::config::ModelConfig) -> Result<DispatchDevice, DeviceError> {
+    device(model.backend, model.device_index, model.dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_is_flex() {
+        assert!(matches!(device_from_args("cpu", 0, "f32").unwrap(), DispatchDevice::Flex(_)));
+    }
+
+    #[test]
+    fn errors_name_the_fix() {
+        assert_eq!(device_from_args("gpu", 0, "f32").unwrap_err(), DeviceError::UnknownBackend("gpu".into()));
+        assert_eq!(device_from_args("cpu", 0, "f8").unwrap_err(), DeviceError::UnknownDType("f8".into()));
+        assert!(device_from_args("cpu", 1, "f32").unwrap_err().to_string().contains("--device-index 1"));
+        assert!(device_from_args("cpu", 0, "bf16").unwrap_err().to_string().contains("not supported yet"));
+        #[cfg(not(feature = "cuda"))]
+        assert!(device_from_args("cuda", 0, "f32").unwrap_err().to_string().contains("--features cuda"));
+        #[cfg(not(feature = "tch"))]
+        assert!(device_from_args("tch-cuda", 1, "f32").unwrap_err().to_string().contains("--features tch"));
+    }
+}
