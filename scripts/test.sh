@@ -24,3 +24,10 @@ if [ "${ARL_SKIP_LIBTORCH:-0}" != 1 ]; then
     echo "== cargo test --features tch"
     scripts/with-libtorch.sh cargo test --locked -p arl-tests --features tch "$@"
 fi
+
+# The CUDA backend compiles without a GPU or toolkit (compile only; scripts/gpu-check.sh runs it
+# on a GPU). CUDARC_CUDA_VERSION matches the GPU machine's driver. ARL_SKIP_CUDA_BUILD=1 skips.
+if [ "${ARL_SKIP_CUDA_BUILD:-0}" != 1 ]; then
+    echo "== cargo build --features cuda (compile only)"
+    CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" cargo build --locked -p arl-cli --features cuda
+fi

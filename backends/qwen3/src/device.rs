@@ -33,6 +33,11 @@ pub enum DeviceError {
     UnknownBackend(String),
     #[error("{0}")]
     NotCompiledIn(String),
+    #[error(
+        "backend `{0}`: no CUDA driver on this machine (libcuda.so.1 did not load); run on a machine with an \
+         NVIDIA GPU and driver, or choose --backend cpu"
+    )]
+    NoCudaDriver(BackendKind),
     #[error("unknown dtype `{0}`; valid dtypes: f32, bf16, f16")]
     UnknownDType(String),
     #[error("--device-index {index} makes no sense for backend `{backend}` (a CPU backend has one device); drop it")]
@@ -55,6 +60,11 @@ pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<Dispat
     if dtype != DType::F32 {
         return Err(DeviceError::DTypeUnsupported { dtype: dtype_name(dtype) });
     }
+    #[cfg(feature = "cuda")]
+    if backend == BackendKind::Cuda && !libcuda_loads() {
+        // burn-cuda would panic on a worker thread instead.
+        return Err(DeviceError::NoCudaDriver(backend));
+    }
     Ok(match backend {
         BackendKind::Cpu => DispatchDevice::Flex(Default::default()),
         #[cfg(feature = "cuda")]
@@ -66,6 +76,20 @@ pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<Dispat
         #[allow(unreachable_patterns)]
         other => unreachable!("`{other}` passed ensure_compiled_in without its device arm"),
     })
+}
+
+/// Whether the CUDA driver library can be loaded (burn-cuda loads it at run time).
+#[cfg(feature = "cuda")]
+fn libcuda_loads() -> bool {
+    // SAFETY: dlopen/dlclose with a valid C string; the handle is closed at once.
+    unsafe {
+        let handle = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            return false;
+        }
+        libc::dlclose(handle);
+        true
+    }
 }
 
 /// `device` from the strings a user typed.
