@@ -34,25 +34,10 @@ use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
 use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
-use arl_tasks::{BankOptions, BugTask, generate};
-use serde::Deserialize;
+use arl_tasks::{BankEnvOptions, BankOptions, BugTask, generate};
 
 /// `[env.options]` of the `tools` env.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ToolsOptions {
-    /// Tasks per training template (each with its own names).
-    pub train_instances: usize,
-    /// Tasks per held-out template.
-    pub heldout_instances: usize,
-}
-
-impl Default for ToolsOptions {
-    fn default() -> Self {
-        let bank = BankOptions::default();
-        Self { train_instances: bank.train_instances, heldout_instances: bank.heldout_instances }
-    }
-}
+pub type ToolsOptions = BankEnvOptions;
 
 pub struct ToolsEnv {
     bank: BankOptions,
@@ -68,20 +53,14 @@ arl_core::register!(EnvPlugin {
 });
 
 fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-    let options: ToolsOptions = serde_json::from_value(config.options.clone().into())
-        .map_err(|e| PluginError { kind: "env", name: "tools".into(), message: format!("env.options: {e}") })?;
+    let options = ToolsOptions::parse("tools", config)?;
     Ok(Box::new(ToolsEnv::new(config, &options, sandbox)))
 }
 
 impl ToolsEnv {
     pub fn new(config: &EnvConfig, options: &ToolsOptions, sandbox: Arc<dyn Sandbox>) -> Self {
         Self {
-            bank: BankOptions {
-                seed: config.seed,
-                randomize_names: config.randomize_names,
-                train_instances: options.train_instances,
-                heldout_instances: options.heldout_instances,
-            },
+            bank: options.bank(config),
             max_turns: config.max_turns,
             max_calls_per_turn: config.max_calls_per_turn,
             sandbox,
