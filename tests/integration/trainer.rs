@@ -312,3 +312,24 @@ fn overlong_shaping_lowers_the_reward_driving_advantages() {
     assert!((b.stats.overlong_penalty_mean - penalty).abs() < 1e-12);
     assert!((b.stats.shaped_reward_mean - (raw + penalty)).abs() < 1e-12);
 }
+
+#[test]
+fn gradient_checkpointing_gives_the_same_update() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let run = |checkpointing: bool| {
+        let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), checkpointing).unwrap();
+        let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
+        (m, recompute_logprobs(&p, &episodes, 4).unwrap())
+    };
+    let ((plain, lp_plain), (ckpt, lp_ckpt)) = (run(false), run(true));
+    assert!(plain.grad_norm_mean > 0.0);
+    assert!((plain.grad_norm_mean - ckpt.grad_norm_mean).abs() < 1e-5 * plain.grad_norm_mean, "{plain:?} vs {ckpt:?}");
+    assert!((plain.loss_value - ckpt.loss_value).abs() < 1e-6);
+    for (a, b) in lp_plain.iter().flatten().zip(lp_ckpt.iter().flatten()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+}
