@@ -321,7 +321,7 @@ fn gradient_checkpointing_gives_the_same_update() {
     let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
     let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
     let run = |checkpointing: bool| {
-        let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), checkpointing).unwrap();
+        let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::F32, checkpointing).unwrap();
         let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
         (m, recompute_logprobs(&p, &episodes, 4).unwrap())
     };

@@ -11,7 +11,7 @@ use burn::module::{AutodiffModule, Module, ModuleMapper, Param};
 use burn::tensor::Tensor;
 use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 
-use crate::{DispatchQwen3, ModelError, sample, score};
+use crate::{DType, DispatchQwen3, ModelError, sample, score};
 
 pub struct QwenTrainer {
     /// On an autodiff device. `None` only transiently inside [`TrainablePolicy::step`].
@@ -42,19 +42,22 @@ impl QwenTrainer {
     /// Load `source` (directory, preset or cached repo id) for training on `device` (a plain
     /// device; the autodiff wrapper is added here).
     pub fn load(source: &str, device: &DispatchDevice, optim: OptimConfig) -> Result<Self, ModelError> {
-        Self::load_with(source, device, optim, false)
+        Self::load_with(source, device, optim, DType::F32, false)
     }
 
-    /// As [`QwenTrainer::load`]; with `gradient_checkpointing`, the autodiff device recomputes
-    /// activations in the backward pass instead of keeping them (burn's balanced strategy).
+    /// As [`QwenTrainer::load`], with the weights (and AdamW's moments) in `dtype` — no f32
+    /// master copy, so bf16/f16 training rounds every update; with `gradient_checkpointing`,
+    /// the autodiff device recomputes activations in the backward pass instead of keeping them
+    /// (burn's balanced strategy).
     pub fn load_with(
         source: &str,
         device: &DispatchDevice,
         optim: OptimConfig,
+        dtype: DType,
         gradient_checkpointing: bool,
     ) -> Result<Self, ModelError> {
         let strategy = if gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
-        let model = crate::load(source, &DispatchDevice::autodiff_checkpointed(device.clone(), strategy))?;
+        let model = crate::load_as(source, &DispatchDevice::autodiff_checkpointed(device.clone(), strategy), dtype)?;
         Ok(Self { model: Some(model), optim: Optim::new(optim), gradient_checkpointing, inference_copy: RefCell::new(None) })
     }
 
