@@ -333,3 +333,20 @@ fn gradient_checkpointing_gives_the_same_update() {
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
     }
 }
+
+#[test]
+fn a_bf16_policy_samples_and_takes_finite_update_steps() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, false).unwrap();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+    let before = recompute_logprobs(&p, &episodes, 4).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
+    // Sampler and scorer both compute in bf16 from the same weights.
+    assert!(m.logprob_gap_max < 5e-2, "bf16 sampler–trainer gap {}", m.logprob_gap_max);
+    assert!(m.grad_norm_mean.is_finite() && m.grad_norm_mean > 0.0 && m.loss_value.is_finite(), "{m:?}");
+    let after = recompute_logprobs(&p, &episodes, 4).unwrap();
+    assert_ne!(before, after, "the bf16 step moved the weights");
+}
