@@ -57,6 +57,9 @@ run)
     log "crosscheck cpu,$gpu qwen3-0.6b (random weights)"
     "$arl" crosscheck --model qwen3-0.6b --backends "cpu,$gpu" --samples "$big_samples" --prompt-len 16 \
         --max-new-tokens "$big_tokens" --tolerance 1e-3 >> "$out/crosscheck.jsonl" || echo "(above tolerance)"
+    log "crosscheck cpu,$gpu qwen3-a in bf16"
+    "$arl" crosscheck --model tests/fixtures/qwen3/qwen3-a --backends "cpu,$gpu" --dtype bf16 --samples "$samples" \
+        --max-new-tokens "$tokens" --tolerance 0.25 >> "$out/crosscheck.jsonl" || echo "(above tolerance)"
     : > "$out/bench.jsonl"
     for dt in $dtypes; do
         log "bench gen $gpu $dt"

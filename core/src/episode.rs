@@ -16,7 +16,8 @@ pub struct EpisodeStats {
     pub tool_calls: u32,
     pub malformed_calls: u32,
     pub failed_calls: u32,
-    /// The episode ended because the turn budget ran out, not with a final answer.
+    /// The episode ended on a budget (turns, tokens, a last turn cut at `max_new_tokens`),
+    /// not with a final answer.
     pub truncated: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,

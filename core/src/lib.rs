@@ -23,6 +23,7 @@ pub mod env;
 pub mod episode;
 pub mod error;
 pub mod eval;
+pub mod hub;
 pub mod loss;
 pub mod message;
 pub mod policy;

@@ -32,13 +32,16 @@ arl_core::register_preset!(AlgoPreset {
 
 arl_core::register_preset!(AlgoPreset {
     name: "dapo",
-    about: "DAPO: clip-higher (0.2/0.28), token-mean; dynamic sampling and overlong shaping are the trainer's",
+    about: "DAPO: clip-higher (0.2/0.28), token-mean, dynamic sampling (up to 10 rounds, verl's recipe); \
+            overlong shaping is opt-in (trainer.overlong_buffer: its L_cache depends on the budget)",
     settings: &[
         ("loss.name", "\"grpo\""),
         ("loss.aggregation", "\"token-mean\""),
         ("loss.clip_low", "0.2"),
         ("loss.clip_high", "0.28"),
         ("advantage.name", "\"grpo\""),
+        ("trainer.max_sampling_attempts", "10"),
+        ("trainer.skip_zero_variance", "true"),
     ],
 });
 

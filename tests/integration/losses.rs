@@ -64,6 +64,8 @@ fn a_preset_fills_only_what_the_user_left_unset() {
     assert_eq!(doc["algo"].as_str(), Some("dapo"));
     assert_eq!(doc["loss"]["clip_high"].as_float(), Some(0.28));
     assert_eq!(doc["loss"]["aggregation"].as_str(), Some("token-mean"));
+    assert_eq!(doc["trainer"]["max_sampling_attempts"].as_integer(), Some(10));
+    assert_eq!(doc["trainer"]["skip_zero_variance"].as_bool(), Some(true));
     // --set beats the preset, key by key; the rest of the preset stays.
     let doc: toml::Table = show(&["--algo", "dapo", "--set", "loss.clip_high=0.3"]).unwrap().parse().unwrap();
     assert_eq!(doc["loss"]["clip_high"].as_float(), Some(0.3));

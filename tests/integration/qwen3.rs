@@ -32,7 +32,11 @@ fn tmp(name: &str) -> PathBuf {
 
 /// HF's inputs and logits for one fixture: (ids, logits [T·V]) per input length.
 fn reference(name: &str) -> Vec<(Vec<u32>, Vec<f32>)> {
-    let bytes = std::fs::read(fixtures().join(format!("{name}.logits.safetensors"))).unwrap();
+    reference_file(&format!("{name}.logits.safetensors"))
+}
+
+fn reference_file(file: &str) -> Vec<(Vec<u32>, Vec<f32>)> {
+    let bytes = std::fs::read(fixtures().join(file)).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let mut lens: Vec<usize> = st.names().iter().filter_map(|n| n.strip_prefix("ids_")?.parse().ok()).collect();
     lens.sort();
@@ -63,6 +67,41 @@ fn logits_equal_hf_transformers_on_every_fixture() {
             assert!(diff <= 1e-4, "{name}, {} tokens: max |logit diff| {diff}", ids.len());
             let spread = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
             assert!(spread > 0.5, "{name}: logits too small ({spread}) to test anything");
+        }
+    }
+}
+
+fn mean_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32
+}
+
+/// bf16 and f16: our logits against HF computing in the same dtype (`--half-precision`
+/// references), next to how far HF's own half-precision logits are from its f32 ones.
+#[test]
+fn half_precision_logits_follow_hf_transformers_in_the_same_dtype() {
+    use arl_qwen3::DType;
+    // Tolerances (max, mean |Δ logit|): about what separates HF's half precision from its own
+    // f32 (printed below); kernels round in different orders, so ours sits at that distance too.
+    for (dtype, tag, max_tol, mean_tol) in [(DType::Bf16, "bf16", 0.125, 0.02), (DType::F16, "f16", 0.02, 0.004)] {
+        for name in FIXTURES {
+            let model = arl_qwen3::load_as(fixtures().join(name).to_str().unwrap(), &cpu(), dtype).unwrap();
+            assert_eq!(model.dtype(), arl_qwen3::device::burn_dtype(dtype));
+            let f32_ref = reference(name);
+            for ((ids, want), (_, exact)) in reference_file(&format!("{name}.logits-{tag}.safetensors")).into_iter().zip(f32_ref) {
+                let logits = model.logits(std::slice::from_ref(&ids));
+                assert_eq!(logits.dtype(), burn::tensor::DType::F32, "logits are f32 whatever the model's dtype");
+                let got = to_vec(logits);
+                let (ours, hf_noise) = (max_abs_diff(&got, &want), max_abs_diff(&want, &exact));
+                let (ours_mean, hf_mean) = (mean_abs_diff(&got, &want), mean_abs_diff(&want, &exact));
+                eprintln!(
+                    "{name} {tag}, {} tokens: |ours − HF {tag}| max {ours:.2e} mean {ours_mean:.2e}; \
+                     |HF {tag} − HF f32| max {hf_noise:.2e} mean {hf_mean:.2e}",
+                    ids.len()
+                );
+                // The computation really is in half precision: it moved away from f32.
+                assert!(max_abs_diff(&got, &exact) > 0.0, "{name} {tag}: logits equal the f32 ones");
+                assert!(ours <= max_tol && ours_mean <= mean_tol, "{name} {tag}, {} tokens: max {ours}, mean {ours_mean}", ids.len());
+            }
         }
     }
 }

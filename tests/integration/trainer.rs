@@ -5,6 +5,7 @@ use arl_core::chat::{ChatCodec, ChatError, Conversation};
 use arl_core::config::LossConfig;
 use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
+use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect};
 use arl_core::train::rollout::{RolloutOptions, rollout};
 use arl_core::train::update::{UpdateOptions, policy_positions, recompute_logprobs, update};
 use arl_core::{
@@ -92,6 +93,8 @@ fn rollout_opts(seed: u64) -> RolloutOptions {
         sampling: arl_core::policy::SamplingParams { max_new_tokens: 8, seed, ..Default::default() },
         gen_batch: None,
         max_episode_tokens: 256,
+        max_prompt_tokens: None,
+        max_response_tokens: None,
     }
 }
 
@@ -184,4 +187,166 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     assert!(dir.join("checkpoints/final/config.json").exists());
     assert!(dir.join("metrics.jsonl").exists() && dir.join("run.log").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Even tasks always earn 0 (a zero-variance group); odd ones a reward that differs between
+/// any two different replies (almost surely).
+struct HalfFlat;
+
+impl Env for HalfFlat {
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        Letters.tasks(split)
+    }
+    fn tools(&self) -> Vec<ToolSchema> {
+        vec![]
+    }
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+        let flat = task.data.as_u64().unwrap() % 2 == 0;
+        Ok(Box::new(Scripted { messages: vec![Message::user("go")], flat }))
+    }
+}
+
+struct Scripted {
+    messages: Vec<Message>,
+    flat: bool,
+}
+
+impl EnvSession for Scripted {
+    fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
+        let sum: u64 = turn.text.chars().map(|c| c as u64).sum();
+        let reward = if self.flat { 0.0 } else { (sum % 997) as f64 / 997.0 };
+        Ok(Step::Done(Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }))
+    }
+    fn finish(&mut self) -> Result<Outcome, EnvError> {
+        Ok(Outcome { reward: 0.0, stats: EpisodeStats::default() })
+    }
+}
+
+fn batch_opts() -> BatchOptions {
+    BatchOptions { prompts: 2, group_size: 3, max_sampling_attempts: 1, skip_zero_variance: false, mask_truncated: false, overlong: None }
+}
+
+/// Collect one step's batch on `env`, handing out tasks 0, 1, 2, … in order.
+fn collect_with(env: &dyn Env, opts: &BatchOptions, ropts: &RolloutOptions) -> (StepBatch, Vec<String>) {
+    let (_, adv) = grpo();
+    let tasks = env.tasks(Split::Train).unwrap();
+    let mut handed = Vec::new();
+    let mut cursor = 0;
+    let mut next = |n: usize| {
+        let out: Vec<Task> = (0..n).map(|j| tasks[(cursor + j) % tasks.len()].clone()).collect();
+        cursor += n;
+        handed.extend(out.iter().map(|t| t.id.clone()));
+        out
+    };
+    let b = collect(env, &Bytes, &mut trainer(), adv.as_ref(), &mut next, ropts, opts, &mut |_, _| {}).unwrap();
+    (b, handed)
+}
+
+fn groups_of(episodes: &[arl_core::Episode]) -> Vec<String> {
+    let mut ids: Vec<String> = episodes.iter().map(|e| e.task_id.clone()).collect();
+    ids.dedup();
+    ids
+}
+
+#[test]
+fn dynamic_sampling_resamples_until_enough_groups_have_variance() {
+    // Round 1: l0 (flat) and l1; round 2 asks for one more: l2 (flat); round 3: l3.
+    let opts = BatchOptions { max_sampling_attempts: 5, ..batch_opts() };
+    let (b, handed) = collect_with(&HalfFlat, &opts, &rollout_opts(11));
+    assert_eq!(handed, ["l0", "l1", "l2", "l3"]);
+    assert_eq!((b.stats.attempts, b.stats.groups_sampled, b.stats.groups_zero_variance, b.stats.groups_kept), (3, 4, 2, 2));
+    assert_eq!(groups_of(&b.train), ["l1", "l3"]);
+    assert_eq!(b.sampled.len(), 12);
+    assert!(b.advantages.iter().any(|a| *a != 0.0));
+    // Out of attempts: whatever has variance is kept.
+    let (b, _) = collect_with(&HalfFlat, &BatchOptions { max_sampling_attempts: 2, ..batch_opts() }, &rollout_opts(11));
+    assert_eq!((b.stats.attempts, b.stats.groups_kept), (2, 1));
+    assert_eq!(groups_of(&b.train), ["l1"]);
+}
+
+#[test]
+fn zero_variance_groups_are_kept_or_skipped_as_configured() {
+    let (b, _) = collect_with(&HalfFlat, &batch_opts(), &rollout_opts(11));
+    assert_eq!((b.stats.attempts, b.stats.groups_zero_variance, b.stats.groups_kept, b.train.len()), (1, 1, 2, 6));
+    let (b, _) = collect_with(&HalfFlat, &BatchOptions { skip_zero_variance: true, ..batch_opts() }, &rollout_opts(11));
+    assert_eq!((b.stats.attempts, b.stats.groups_kept), (1, 1));
+    assert_eq!(groups_of(&b.train), ["l1"]);
+    assert_eq!(b.train.len(), b.advantages.len());
+}
+
+#[test]
+fn budgets_cut_turns_prompts_and_mask_truncated_episodes() {
+    // A response budget of 5 cuts the 8-token turn; the kept tokens keep their logprobs.
+    let ropts = RolloutOptions { max_response_tokens: Some(5), ..rollout_opts(5) };
+    let (b, _) = collect_with(&Letters, &batch_opts(), &ropts);
+    let lp = recompute_logprobs(&trainer(), &b.sampled, 6).unwrap();
+    for (e, row) in b.sampled.iter().zip(&lp) {
+        assert!(e.policy_tokens() <= 5, "{}", e.policy_tokens());
+        assert!(e.stats.truncated || *e.ids.last().unwrap() == STOP);
+        for t in policy_positions(e) {
+            assert!((row[t] - e.sampler_logprobs[t]).abs() < 1e-4);
+        }
+    }
+    // Masking leaves exactly the truncated episodes out of the loss.
+    let truncated = b.sampled.iter().filter(|e| e.stats.truncated).count();
+    assert!(truncated > 0);
+    let (m, _) = collect_with(&Letters, &BatchOptions { mask_truncated: true, ..batch_opts() }, &ropts);
+    assert_eq!((m.stats.masked_truncated, m.train.len()), (truncated, 6 - truncated));
+    assert!(m.train.iter().all(|e| !e.stats.truncated));
+    // A prompt over its budget ends the episode before any turn.
+    let (p, _) = collect_with(&Letters, &batch_opts(), &RolloutOptions { max_prompt_tokens: Some(4), ..rollout_opts(5) });
+    assert!(p.sampled.iter().all(|e| e.policy_tokens() == 0 && e.stats.truncated && e.stats.counters["prompt_over_budget"] == 1));
+}
+
+#[test]
+fn overlong_shaping_lowers_the_reward_driving_advantages() {
+    // L_max 8, L_cache 4, factor 0.5: a reply cut at 8 tokens gets −0.5, one of 6 gets −0.25.
+    let o = Overlong { max_tokens: 8, buffer: 4, factor: 0.5 };
+    let (b, _) = collect_with(&Letters, &BatchOptions { overlong: Some(o), ..batch_opts() }, &rollout_opts(9));
+    let raw = b.sampled.iter().map(|e| e.reward).sum::<f64>() / 6.0;
+    let penalty = b.sampled.iter().map(|e| o.penalty(e.policy_tokens())).sum::<f64>() / 6.0;
+    assert!(penalty < 0.0);
+    assert!((b.stats.overlong_penalty_mean - penalty).abs() < 1e-12);
+    assert!((b.stats.shaped_reward_mean - (raw + penalty)).abs() < 1e-12);
+}
+
+#[test]
+fn gradient_checkpointing_gives_the_same_update() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let run = |checkpointing: bool| {
+        let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::F32, checkpointing).unwrap();
+        let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
+        (m, recompute_logprobs(&p, &episodes, 4).unwrap())
+    };
+    let ((plain, lp_plain), (ckpt, lp_ckpt)) = (run(false), run(true));
+    assert!(plain.grad_norm_mean > 0.0);
+    assert!((plain.grad_norm_mean - ckpt.grad_norm_mean).abs() < 1e-5 * plain.grad_norm_mean, "{plain:?} vs {ckpt:?}");
+    assert!((plain.loss_value - ckpt.loss_value).abs() < 1e-6);
+    for (a, b) in lp_plain.iter().flatten().zip(lp_ckpt.iter().flatten()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn a_bf16_policy_samples_and_takes_finite_update_steps() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, false).unwrap();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+    let before = recompute_logprobs(&p, &episodes, 4).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
+    // Sampler and scorer both compute in bf16 from the same weights.
+    assert!(m.logprob_gap_max < 5e-2, "bf16 sampler–trainer gap {}", m.logprob_gap_max);
+    assert!(m.grad_norm_mean.is_finite() && m.grad_norm_mean > 0.0 && m.loss_value.is_finite(), "{m:?}");
+    let after = recompute_logprobs(&p, &episodes, 4).unwrap();
+    assert_ne!(before, after, "the bf16 step moved the weights");
 }

@@ -19,7 +19,7 @@ mod template;
 mod tojson;
 
 pub use codec::{HfChatCodec, messages_json, tools_json};
-pub use model_dir::{hub_cache, resolve_model_dir};
+pub use model_dir::resolve_model_dir;
 pub use self_check::self_check;
 pub use template::{ChatTemplate, RenderOptions};
 pub use tojson::dumps as python_json_dumps;

@@ -3,7 +3,8 @@
 //! `tch-cuda` → LibTorch(Cuda(i)). A backend not compiled in is an error naming the feature.
 
 use arl_core::BackendKind;
-use burn::DispatchDevice;
+use burn::tensor::backend::Backend;
+use burn::{Dispatch, DispatchDevice};
 
 /// The float type of the weights and the compute (arl-core's, as in `[model] dtype`).
 /// Log-probabilities and losses are always accumulated in f32.
@@ -42,8 +43,8 @@ pub enum DeviceError {
     UnknownDType(String),
     #[error("--device-index {index} makes no sense for backend `{backend}` (a CPU backend has one device); drop it")]
     IndexOnCpu { backend: BackendKind, index: usize },
-    #[error("--dtype {dtype} is not supported yet (on any backend): the model computes in f32; use --dtype f32")]
-    DTypeUnsupported { dtype: &'static str },
+    #[error("--dtype {dtype} is not supported by backend `{backend}` on this device; use --dtype f32 or another backend")]
+    DTypeUnsupported { backend: BackendKind, dtype: &'static str },
 }
 
 /// `"cpu" | "cuda" | "tch" | "tch-cuda"` → the kind (whether or not it is compiled in).
@@ -57,15 +58,12 @@ pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<Dispat
     if index != 0 && matches!(backend, BackendKind::Cpu | BackendKind::Tch) {
         return Err(DeviceError::IndexOnCpu { backend, index });
     }
-    if dtype != DType::F32 {
-        return Err(DeviceError::DTypeUnsupported { dtype: dtype_name(dtype) });
-    }
     #[cfg(feature = "cuda")]
     if backend == BackendKind::Cuda && !libcuda_loads() {
         // burn-cuda would panic on a worker thread instead.
         return Err(DeviceError::NoCudaDriver(backend));
     }
-    Ok(match backend {
+    let device = match backend {
         BackendKind::Cpu => DispatchDevice::Flex(Default::default()),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => DispatchDevice::Cuda(burn::backend::cuda::CudaDevice { index }),
@@ -75,7 +73,20 @@ pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<Dispat
         BackendKind::TchCuda => DispatchDevice::LibTorch(burn::backend::libtorch::LibTorchDevice::Cuda(index)),
         #[allow(unreachable_patterns)]
         other => unreachable!("`{other}` passed ensure_compiled_in without its device arm"),
-    })
+    };
+    if !<Dispatch as Backend>::supports_dtype(&device, burn_dtype(dtype)) {
+        return Err(DeviceError::DTypeUnsupported { backend, dtype: dtype_name(dtype) });
+    }
+    Ok(device)
+}
+
+/// arl's dtype as burn's.
+pub fn burn_dtype(dtype: DType) -> burn::tensor::DType {
+    match dtype {
+        DType::F32 => burn::tensor::DType::F32,
+        DType::Bf16 => burn::tensor::DType::BF16,
+        DType::F16 => burn::tensor::DType::F16,
+    }
 }
 
 /// Whether the CUDA driver library can be loaded (burn-cuda loads it at run time).
@@ -116,7 +127,8 @@ mod tests {
         assert_eq!(device_from_args("gpu", 0, "f32").unwrap_err(), DeviceError::UnknownBackend("gpu".into()));
         assert_eq!(device_from_args("cpu", 0, "f8").unwrap_err(), DeviceError::UnknownDType("f8".into()));
         assert!(device_from_args("cpu", 1, "f32").unwrap_err().to_string().contains("--device-index 1"));
-        assert!(device_from_args("cpu", 0, "bf16").unwrap_err().to_string().contains("not supported yet"));
+        // burn-flex computes in bf16 and f16.
+        assert!(device_from_args("cpu", 0, "bf16").is_ok() && device_from_args("cpu", 0, "f16").is_ok());
         #[cfg(not(feature = "cuda"))]
         assert!(device_from_args("cuda", 0, "f32").unwrap_err().to_string().contains("--features cuda"));
         #[cfg(not(feature = "tch"))]

@@ -6,12 +6,22 @@
 use burn::module::{Module, Param};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 
 use crate::cache::LayerCache;
 use crate::config::ModelConfig;
 use crate::weights::WeightSource;
 use crate::ModelError;
+
+/// `x` as f32 (no op when it already is).
+pub fn to_f32<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    to_dtype(x, DType::F32)
+}
+
+/// `x` in `dtype` (no op when it already is).
+pub fn to_dtype<B: Backend, const D: usize>(x: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
+    if x.dtype() == dtype { x } else { x.cast(dtype) }
+}
 
 pub(crate) fn param<B: Backend, const D: usize>(data: Vec<f32>, shape: [usize; D], device: &B::Device) -> Param<Tensor<B, D>> {
     Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
@@ -53,8 +63,8 @@ pub(crate) fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// RMSNorm over the last axis: `w * (x * rsqrt(mean(x²) + eps))`, in f32 (HF upcasts to f32;
-/// the model computes in f32 throughout here).
+/// RMSNorm over the last axis: `w * (x * rsqrt(mean(x²) + eps))`, the normalization in f32
+/// whatever the model's dtype (HF upcasts, then casts back before the weight).
 #[derive(Module, Debug)]
 pub struct RmsNorm<B: Backend> {
     pub weight: Param<Tensor<B, 1>>,
@@ -67,11 +77,14 @@ impl<B: Backend> RmsNorm<B> {
     }
 
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        let dtype = x.dtype();
+        let x = to_f32(x);
         let var = x.clone().square().mean_dim(D - 1);
         let normed = x * var.add_scalar(self.eps).sqrt().recip();
         let mut shape = [1usize; D];
         shape[D - 1] = self.weight.dims()[0];
-        normed * self.weight.val().reshape(shape)
+        // HF: `weight * hidden.to(input_dtype)`.
+        to_dtype(normed, dtype) * self.weight.val().reshape(shape)
     }
 }
 
@@ -95,6 +108,11 @@ impl<B: Backend> Rope<B> {
         let freqs = pos * inv;
         let emb = Tensor::cat(vec![freqs.clone(), freqs], 2).unsqueeze_dim::<4>(1);
         Self { cos: emb.clone().cos(), sin: emb.sin() }
+    }
+
+    /// The tables in the model's float type (HF computes them in f32, then casts to x's).
+    pub fn in_dtype(self, dtype: DType) -> Self {
+        Self { cos: to_dtype(self.cos, dtype), sin: to_dtype(self.sin, dtype) }
     }
 
     /// `x * cos + rotate_half(x) * sin` on `[B, heads, T, head_dim]`.
@@ -174,8 +192,10 @@ impl<B: Backend> Attention<B> {
             None => causal_bias::<B>(t, l, &scores.device()),
         };
         let bb = bias.dims()[0];
-        let scores = scores + bias.reshape([bb, 1, 1, t, l]);
-        let probs = softmax(scores.reshape([batch, nkv, rep * t, l]), 3);
+        let dtype = scores.dtype();
+        let scores = scores + to_dtype(bias, dtype).reshape([bb, 1, 1, t, l]);
+        // HF eager: softmax in f32, then back to the query's dtype.
+        let probs = to_dtype(softmax(to_f32(scores.reshape([batch, nkv, rep * t, l])), 3), dtype);
         let out = probs.matmul(v).reshape([batch, nh, t, hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
         self.o_proj.forward(out)
     }

@@ -3,7 +3,7 @@
 //!
 //! It owns the architecture config ([`ModelConfig`], read from an HF `config.json` in either
 //! the transformers-4.51 or -5 layout), loading and saving HF checkpoint directories
-//! (safetensors, single or sharded, F32/BF16/F16 → f32), resolving a `--model` string
+//! (safetensors, single or sharded, F32/BF16/F16 files), resolving a `--model` string
 //! ([`hub`]: directory, preset, or repo id in the local HF cache — nothing is downloaded),
 //! seeded random [`presets`], batched KV-cache sampling ([`sample`]) that records each token's
 //! log-probability under the distribution it was drawn from, and teacher-forced scoring
@@ -13,8 +13,9 @@
 //! It knows nothing about tokenizers, chat templates or environments (token ids in, token ids
 //! out), and no concrete backend: the model is generic over burn's `Backend` and used as
 //! `Qwen3<burn::Dispatch>`, so the device (CPU/CUDA/libtorch, with or without autodiff) is
-//! chosen at run time ([`device`] maps `--backend`/`--device-index`/`--dtype` to it). Computation
-//! is f32. Cargo features `cuda` and `tch` compile those backends into `Dispatch` (through
+//! chosen at run time ([`device`] maps `--backend`/`--device-index`/`--dtype` to it). Weights
+//! and computation are f32, bf16 or f16 ([`load_as`]); RMSNorm statistics, attention softmax,
+//! logits and log-probabilities are f32 always, as in HF. Cargo features `cuda` and `tch` compile those backends into `Dispatch` (through
 //! arl-core's features of the same names).
 
 pub mod cache;
@@ -34,7 +35,7 @@ pub mod weights;
 
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
-pub use device::DeviceError;
+pub use device::{DType, DeviceError};
 pub use error::ModelError;
 pub use model::Qwen3;
 pub use policy::QwenPolicy;
@@ -48,7 +49,8 @@ use burn::DispatchDevice;
 /// The model on burn's run-time-dispatched backend.
 pub type DispatchQwen3 = Qwen3<Dispatch>;
 
-/// Load `source` (a directory, a preset name, or a repo id in the local HF cache) on `device`.
+/// Load `source` (a directory, a preset name, or a repo id in the local HF cache) on `device`,
+/// in f32.
 pub fn load(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, ModelError> {
     match hub::resolve(source)? {
         hub::Source::Dir(dir) => Qwen3::load_dir(&dir, device),
@@ -57,6 +59,12 @@ pub fn load(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, Mode
             Ok(Qwen3::random(p.config(), p.seed, p.init_std, device))
         }
     }
+}
+
+/// [`load`], with the weights and the computation in `dtype` (checked against the device
+/// with [`device::device`]); logits, log-probabilities and entropies stay f32.
+pub fn load_as(source: &str, device: &DispatchDevice, dtype: DType) -> Result<DispatchQwen3, ModelError> {
+    Ok(load(source, device)?.into_dtype(device::burn_dtype(dtype)))
 }
 
 /// The default CPU device (burn-flex).

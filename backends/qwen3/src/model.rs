@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use burn::module::{Module, Param};
+use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{DType, Int, Tensor, TensorData};
 
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{DecoderLayer, RmsNorm, Rope, param, transpose};
+use crate::layers::{DecoderLayer, RmsNorm, Rope, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 use crate::ModelError;
 
@@ -55,6 +55,20 @@ impl<B: Backend> Qwen3<B> {
         Self::from_source(config, &mut RandomInit { seed, std: init_std }, device).expect("random init cannot fail")
     }
 
+    /// The weights' (and the computation's) float type.
+    pub fn dtype(&self) -> DType {
+        self.embed_tokens.val().dtype()
+    }
+
+    /// The same model with every weight in `dtype` (parameter ids and trainability kept).
+    /// Casting from f32 after loading keeps one loading path for every dtype.
+    pub fn into_dtype(self, dtype: DType) -> Self {
+        if self.dtype() == dtype {
+            return self;
+        }
+        self.map(&mut CastWeights(dtype))
+    }
+
     pub fn device(&self) -> B::Device {
         self.embed_tokens.val().device()
     }
@@ -68,7 +82,7 @@ impl<B: Backend> Qwen3<B> {
         let flat: Vec<i64> = ids.iter().flatten().map(|&i| i as i64).collect();
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(flat, [batch * ids[0].len()]), &device);
         let mut h = self.embed_tokens.val().select(0, ids);
-        let rope = Rope::new(positions, self.config.head_dim, self.config.rope_theta, &device);
+        let rope = Rope::new(positions, self.config.head_dim, self.config.rope_theta, &device).in_dtype(h.dtype());
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
             h = layer.forward(h, batch, &rope, bias.clone(), layer_cache);
@@ -77,7 +91,12 @@ impl<B: Backend> Qwen3<B> {
     }
 
     /// Final norm and LM head on `[N, hidden]` rows → logits `[N, vocab]`.
+    /// Logits are f32 whatever the model's dtype (log-probabilities are taken in f32).
     pub fn head(&self, h: Tensor<B, 2>) -> Tensor<B, 2> {
+        to_f32(self.head_in_dtype(h))
+    }
+
+    fn head_in_dtype(&self, h: Tensor<B, 2>) -> Tensor<B, 2> {
         let h = self.norm.forward(h);
         match &self.lm_head {
             Some(w) => h.matmul(w.val()),
@@ -159,5 +178,18 @@ impl<B: Backend> Qwen3<B> {
         let path = dir.join("generation_config.json");
         std::fs::write(&path, serde_json::to_string_pretty(&gen_cfg).expect("json") + "\n").map_err(|e| ModelError::write(&path, e))?;
         write_safetensors(&dir.join("model.safetensors"), &self.hf_tensors())
+    }
+}
+
+/// Rebuilds each float weight from its data in the target dtype: a fresh leaf tensor, so on an
+/// autodiff device it is still a trainable parameter (a `cast` would be a graph node).
+struct CastWeights(DType);
+
+impl<B: Backend> ModuleMapper<B> for CastWeights {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let (device, grad) = (tensor.device(), tensor.is_require_grad());
+        let cast = Tensor::from_data(tensor.into_data(), (&device, self.0));
+        Param::from_mapped_value(id, if grad { cast.require_grad() } else { cast }, mapper)
     }
 }

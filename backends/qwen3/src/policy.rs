@@ -15,6 +15,11 @@ impl QwenPolicy {
     pub fn load(source: &str, device: &DispatchDevice) -> Result<Self, ModelError> {
         Ok(Self { model: crate::load(source, device)? })
     }
+
+    /// As [`QwenPolicy::load`], computing in `dtype`.
+    pub fn load_as(source: &str, device: &DispatchDevice, dtype: crate::DType) -> Result<Self, ModelError> {
+        Ok(Self { model: crate::load_as(source, device, dtype)? })
+    }
 }
 
 fn err(e: ModelError) -> PolicyError {

@@ -2,20 +2,36 @@
 //! [`TrainablePolicy`]. Sampling and the no-grad recomputation use the inner module
 //! (`valid()`), so they build no autodiff graph.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, Scores, TrainablePolicy};
 use arl_optim::{Optim, OptimConfig};
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, Module, ModuleMapper, Param};
 use burn::tensor::Tensor;
-use burn::{Dispatch, DispatchDevice};
+use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 
-use crate::{DispatchQwen3, ModelError, sample, score};
+use crate::{DType, DispatchQwen3, ModelError, sample, score};
 
 pub struct QwenTrainer {
     /// On an autodiff device. `None` only transiently inside [`TrainablePolicy::step`].
     model: Option<DispatchQwen3>,
     optim: Optim<DispatchQwen3>,
+    gradient_checkpointing: bool,
+    /// With gradient checkpointing: a plain copy of the weights for sampling and no-grad
+    /// scoring, made once per optimizer step (see [`QwenTrainer::inference`]).
+    inference_copy: RefCell<Option<DispatchQwen3>>,
+}
+
+/// Rebuilds every float parameter from its data: a fresh tensor on the plain device.
+struct Untag;
+
+impl ModuleMapper<Dispatch> for Untag {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<Dispatch, D>>) -> Param<Tensor<Dispatch, D>> {
+        let (id, tensor, mapper) = param.consume();
+        let device = tensor.device();
+        Param::from_mapped_value(id, Tensor::from_data(tensor.into_data(), &device), mapper)
+    }
 }
 
 fn err(e: ModelError) -> PolicyError {
@@ -26,16 +42,38 @@ impl QwenTrainer {
     /// Load `source` (directory, preset or cached repo id) for training on `device` (a plain
     /// device; the autodiff wrapper is added here).
     pub fn load(source: &str, device: &DispatchDevice, optim: OptimConfig) -> Result<Self, ModelError> {
-        let model = crate::load(source, &DispatchDevice::autodiff(device.clone()))?;
-        Ok(Self { model: Some(model), optim: Optim::new(optim) })
+        Self::load_with(source, device, optim, DType::F32, false)
+    }
+
+    /// As [`QwenTrainer::load`], with the weights (and AdamW's moments) in `dtype` — no f32
+    /// master copy, so bf16/f16 training rounds every update; with `gradient_checkpointing`,
+    /// the autodiff device recomputes activations in the backward pass instead of keeping them
+    /// (burn's balanced strategy).
+    pub fn load_with(
+        source: &str,
+        device: &DispatchDevice,
+        optim: OptimConfig,
+        dtype: DType,
+        gradient_checkpointing: bool,
+    ) -> Result<Self, ModelError> {
+        let strategy = if gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
+        let model = crate::load_as(source, &DispatchDevice::autodiff_checkpointed(device.clone(), strategy), dtype)?;
+        Ok(Self { model: Some(model), optim: Optim::new(optim), gradient_checkpointing, inference_copy: RefCell::new(None) })
     }
 
     pub fn model(&self) -> &DispatchQwen3 {
         self.model.as_ref().expect("model present outside step")
     }
 
+    /// The weights without autodiff. burn-dispatch 0.21's `valid()` keeps a checkpointed
+    /// device's strategy tag on the inner tensors, so they cannot meet tensors made on the
+    /// plain device (it asserts "Autodiff strategy mismatch"); under gradient checkpointing
+    /// the weights are therefore copied once per optimizer step instead.
     fn inference(&self) -> DispatchQwen3 {
-        self.model().valid()
+        if !self.gradient_checkpointing {
+            return self.model().valid();
+        }
+        self.inference_copy.borrow_mut().get_or_insert_with(|| self.model().valid().map(&mut Untag)).clone()
     }
 }
 
@@ -70,6 +108,7 @@ impl TrainablePolicy for QwenTrainer {
         let model = self.model.take().expect("model present outside step");
         let (model, stats) = self.optim.step(model, lr);
         self.model = Some(model);
+        self.inference_copy.take();
         Ok(OptimStep { grad_norm: stats.grad_norm, clipped: stats.clipped, micro_batches: stats.micro_batches })
     }
 

@@ -151,11 +151,18 @@ pub struct SamplingConfig {
     /// Token budget of a whole episode (prompt, turns and observations); an episode that
     /// cannot fit another full turn ends, truncated.
     pub max_episode_tokens: u32,
+    /// Budget of the first prompt (system, user, tool schemas); an episode whose prompt is
+    /// longer ends before its first turn, truncated, and is counted (`prompt_over_budget`).
+    pub max_prompt_tokens: Option<u32>,
+    /// Budget of the tokens the policy generates in a whole episode (all turns); a turn is
+    /// cut where it runs out. Unset: `max_turns × max_new_tokens`. It is L_max of
+    /// overlong shaping.
+    pub max_response_tokens: Option<u32>,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None, max_episode_tokens: 4096 }
+        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None, max_episode_tokens: 4096, max_prompt_tokens: None, max_response_tokens: None }
     }
 }
 
@@ -184,6 +191,7 @@ impl RunConfig {
             ("env.max_turns", self.env.max_turns as f64),
             ("sandbox.timeout_s", self.sandbox.timeout_s),
             ("sampling.temperature", self.sampling.temperature),
+            ("trainer.max_sampling_attempts", self.trainer.max_sampling_attempts as f64),
         ];
         for (key, value) in positive {
             if !(value > 0.0) {

@@ -31,6 +31,22 @@ pub struct TrainerConfig {
     pub seed: u64,
     /// Save a checkpoint every this many steps (0: only the final one).
     pub checkpoint_every: u32,
+    /// Dynamic sampling (DAPO): roll out fresh tasks up to this many times per step until
+    /// `prompts` groups have reward variance; 1 samples once. Above 1 implies
+    /// `skip_zero_variance`.
+    pub max_sampling_attempts: u32,
+    /// Leave groups whose rewards are all equal out of the update (and its normalizer).
+    pub skip_zero_variance: bool,
+    /// Overlong masking: episodes cut by a turn or token budget leave the loss (they still
+    /// count in their group's advantage statistics).
+    pub mask_truncated: bool,
+    /// Overlong shaping (DAPO): the last this-many tokens of the response budget
+    /// (`sampling.max_response_tokens`) ramp a penalty from 0 to −`overlong_penalty`; 0 is off.
+    pub overlong_buffer: u32,
+    pub overlong_penalty: f64,
+    /// Recompute activations in the backward pass instead of storing them (burn's balanced
+    /// checkpointing): less memory, more compute.
+    pub gradient_checkpointing: bool,
 }
 
 impl Default for TrainerConfig {
@@ -51,6 +67,12 @@ impl Default for TrainerConfig {
             weight_decay: 0.0,
             seed: 0,
             checkpoint_every: 0,
+            max_sampling_attempts: 1,
+            skip_zero_variance: false,
+            mask_truncated: false,
+            overlong_buffer: 0,
+            overlong_penalty: 1.0,
+            gradient_checkpointing: false,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! held-out tasks, and [`trainer`] composes them into a run. Each is a public building block,
 //! so a researcher can write their own loop; `arl run` is only the default composition.
 
+pub mod batch;
 pub mod eval;
 pub mod metrics;
 pub mod rollout;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use crate::chat::{ChatCodec, Conversation};
-use crate::policy::{Policy, SamplingParams};
+use crate::policy::{FinishReason, Policy, SamplingParams};
 use crate::toolcall::parse_turn;
 use crate::{Env, EnvSession, Episode, Message, Outcome, Step, Task};
 
@@ -26,6 +26,12 @@ pub struct RolloutOptions {
     pub gen_batch: Option<usize>,
     /// An episode that cannot fit another full turn in this many tokens ends (truncated).
     pub max_episode_tokens: usize,
+    /// An episode whose first prompt is longer ends before its first turn (truncated,
+    /// counter `prompt_over_budget`).
+    pub max_prompt_tokens: Option<usize>,
+    /// Policy tokens an episode may generate over all its turns; a turn is cut where the
+    /// budget runs out, and the episode then ends (truncated).
+    pub max_response_tokens: Option<usize>,
 }
 
 /// Counts of one rollout.
@@ -35,7 +41,8 @@ pub struct RolloutStats {
     pub generated_tokens: usize,
     pub generate_seconds: f64,
     pub seconds: f64,
-    /// Episodes ended by the token budget or the turn limit rather than a final answer.
+    /// Episodes ended by a token budget (a last turn cut by `max_new_tokens` included) or
+    /// the turn limit rather than a final answer.
     pub truncated: usize,
 }
 
@@ -43,6 +50,8 @@ struct Live {
     index: usize,
     session: Box<dyn EnvSession>,
     conv: Conversation,
+    /// Policy tokens generated so far.
+    generated: usize,
 }
 
 /// Roll out one episode per `(task, group)`; episodes come back in the same order.
@@ -59,21 +68,32 @@ pub fn rollout(
     let mut stats = RolloutStats { episodes: specs.len(), ..Default::default() };
     let mut done: Vec<Option<Episode>> = (0..specs.len()).map(|_| None).collect();
     let mut live = Vec::with_capacity(specs.len());
-    for (index, (task, _)) in specs.iter().enumerate() {
-        let session = env.reset(task)?;
-        let conv = Conversation::start(codec, session.messages().to_vec(), tools.clone())?;
-        live.push(Live { index, session, conv });
-    }
     let finish = |l: Live, outcome: Outcome, done: &mut Vec<Option<Episode>>| {
         let (task, group) = &specs[l.index];
         done[l.index] = Some(l.conv.into_episode(task.id.clone(), *group, outcome.reward, outcome.stats));
     };
+    let response_budget = opts.max_response_tokens.unwrap_or(usize::MAX);
+    for (index, (task, _)) in specs.iter().enumerate() {
+        let session = env.reset(task)?;
+        let conv = Conversation::start(codec, session.messages().to_vec(), tools.clone())?;
+        let mut l = Live { index, session, conv, generated: 0 };
+        if opts.max_prompt_tokens.is_some_and(|max| l.conv.ids.len() > max) {
+            let mut outcome = l.session.finish()?;
+            outcome.stats.truncated = true;
+            outcome.stats.bump("prompt_over_budget");
+            stats.truncated += 1;
+            finish(l, outcome, &mut done);
+            continue;
+        }
+        live.push(l);
+    }
     let total = specs.len();
     for turn in 0..opts.max_turns {
-        // Episodes that cannot fit another full turn end here.
-        let (fits, over): (Vec<Live>, Vec<Live>) = live
-            .into_iter()
-            .partition(|l| l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens);
+        // Episodes that cannot fit another full turn, or have spent their response budget,
+        // end here.
+        let (fits, over): (Vec<Live>, Vec<Live>) = live.into_iter().partition(|l| {
+            l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens && l.generated < response_budget
+        });
         for mut l in over {
             let mut outcome = l.session.finish()?;
             outcome.stats.truncated = true;
@@ -88,24 +108,38 @@ pub fn rollout(
         let mut samples = Vec::with_capacity(live.len());
         for (c, batch) in live.chunks(chunk).enumerate() {
             let prompts: Vec<Vec<u32>> = batch.iter().map(|l| l.conv.ids.clone()).collect();
+            let room = batch.iter().map(|l| response_budget - l.generated).max().unwrap_or(0);
             let params = SamplingParams {
                 seed: mix(opts.sampling.seed, turn as u64, c as u64),
                 stop_ids: Some(codec.stop_ids().to_vec()),
+                max_new_tokens: opts.sampling.max_new_tokens.min(room),
                 ..opts.sampling.clone()
             };
             let t = Instant::now();
             let generated = policy.generate(&prompts, &params)?;
             stats.generate_seconds += t.elapsed().as_secs_f64();
-            samples.extend(generated);
+            // Rows with less budget left than the batch's are cut where theirs runs out.
+            for (l, mut g) in batch.iter().zip(generated) {
+                let room = response_budget - l.generated;
+                if g.ids.len() > room {
+                    g.ids.truncate(room);
+                    g.sampler_logprobs.truncate(room);
+                    g.finish = FinishReason::Length;
+                }
+                samples.push(g);
+            }
         }
         let last_turn = turn + 1 == opts.max_turns;
         let mut next = Vec::with_capacity(live.len());
         for (mut l, sample) in live.into_iter().zip(samples) {
             stats.generated_tokens += sample.ids.len();
+            l.generated += sample.ids.len();
             let text = l.conv.push_assistant(codec, &sample.ids, &sample.sampler_logprobs)?;
             let parsed = parse_turn(&text, &tools, opts.max_calls_per_turn as usize);
             match l.session.step(&parsed)? {
-                Step::Done(outcome) => {
+                Step::Done(mut outcome) => {
+                    // A last turn cut by a token budget is not a final answer (DAPO's overlong).
+                    outcome.stats.truncated |= sample.finish == FinishReason::Length;
                     if outcome.stats.truncated {
                         stats.truncated += 1;
                     }

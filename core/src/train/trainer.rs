@@ -13,13 +13,14 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
-use super::rollout::{RolloutOptions, rollout};
+use super::batch::{BatchOptions, Overlong, collect};
+use super::rollout::RolloutOptions;
 use super::update::{UpdateOptions, update};
 use crate::chat::ChatCodec;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
 use crate::policy::{SamplingParams, TrainablePolicy};
-use crate::{AdvantageFn, AdvantageInput, Env, Episode, RunConfig, Split, Task};
+use crate::{AdvantageFn, Env, Episode, RunConfig, Split, Task};
 
 /// The concrete pieces a run composes (built by name by the caller).
 pub struct Parts<'a> {
@@ -79,6 +80,7 @@ pub fn train(
 
     let rollout_opts = rollout_options(config, env, config.trainer.seed);
     let eval_opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
+    let batch_opts = batch_options(config, &rollout_opts)?;
     let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
     let eval_n = config.eval.n as usize;
 
@@ -108,28 +110,30 @@ pub fn train(
     let mut metrics_file = std::fs::File::create(&metrics_path)?;
     let mut steps = Vec::new();
     let mut tool_stats = BTreeMap::new();
-    let (p, g) = (config.trainer.prompts as usize, config.trainer.group_size as usize);
+    // The data position: tasks are handed out in `order`, round after round.
+    let mut cursor = 0usize;
     for step in 0..config.trainer.steps {
         let t0 = Instant::now();
-        let tasks: Vec<&Task> = (0..p).map(|j| &train_tasks[order[(step as usize * p + j) % order.len()]]).collect();
-        let specs: Vec<(Task, usize)> =
-            tasks.iter().enumerate().flat_map(|(j, t)| (0..g).map(move |_| ((*t).clone(), j))).collect();
         let opts = RolloutOptions {
             sampling: SamplingParams { seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9), ..rollout_opts.sampling.clone() },
             ..rollout_opts.clone()
         };
         let stage = format!("step {} rollout", step + 1);
-        let (episodes, rstats) = rollout(env, codec, policy, &specs, &opts, &mut |d, t| progress(&stage, d, t))?;
+        let mut next_tasks = |n: usize| {
+            let tasks: Vec<Task> = (0..n).map(|j| train_tasks[order[(cursor + j) % order.len()]].clone()).collect();
+            cursor += n;
+            tasks
+        };
+        let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, &mut |d, t| progress(&stage, d, t))?;
         progress(&format!("step {} update", step + 1), 0, 1);
-        let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
-        let group_ids: Vec<usize> = episodes.iter().map(|e| e.group).collect();
-        let advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
         let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
-        let upd = update(policy, loss, &episodes, &advantages, &opts)?;
+        let upd = update(policy, loss, &batch.train, &batch.advantages, &opts)?;
         progress(&format!("step {} update", step + 1), 1, 1);
-        let mut m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
+        let episodes = &batch.sampled;
+        let rstats = &batch.rollout;
+        let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
         m.lr = opts.lr;
-        for e in &episodes {
+        for e in episodes {
             sum_counters(&mut tool_stats, e);
         }
         writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize"))?;
@@ -196,13 +200,43 @@ pub fn rollout_options(config: &RunConfig, env: &dyn Env, seed: u64) -> RolloutO
         },
         gen_batch: config.trainer.gen_batch.map(|b| b as usize),
         max_episode_tokens: s.max_episode_tokens as usize,
+        max_prompt_tokens: s.max_prompt_tokens.map(|t| t as usize),
+        max_response_tokens: s.max_response_tokens.map(|t| t as usize),
     }
+}
+
+/// Dynamic sampling, zero-variance skip and overlong shaping from the config. L_max of the
+/// shaping is the response budget: `sampling.max_response_tokens`, else every turn at its
+/// full `max_new_tokens`.
+pub fn batch_options(config: &RunConfig, rollout: &RolloutOptions) -> Result<BatchOptions, TrainError> {
+    let t = &config.trainer;
+    let overlong = if t.overlong_buffer > 0 {
+        let max_tokens = rollout.max_response_tokens.unwrap_or(rollout.max_turns as usize * rollout.sampling.max_new_tokens);
+        if t.overlong_buffer as usize > max_tokens {
+            return Err(TrainError::Other(format!(
+                "config key `trainer.overlong_buffer`: {} is longer than the response budget of {max_tokens} tokens; \
+                 lower it or raise `sampling.max_response_tokens`",
+                t.overlong_buffer
+            )));
+        }
+        Some(Overlong { max_tokens, buffer: t.overlong_buffer as usize, factor: t.overlong_penalty })
+    } else {
+        None
+    };
+    Ok(BatchOptions {
+        prompts: t.prompts as usize,
+        group_size: t.group_size as usize,
+        max_sampling_attempts: t.max_sampling_attempts,
+        skip_zero_variance: t.skip_zero_variance,
+        mask_truncated: t.mask_truncated,
+        overlong,
+    })
 }
 
 fn step_metrics(
     step: u32,
     episodes: &[Episode],
-    groups: usize,
+    b: &super::batch::BatchStats,
     r: &super::rollout::RolloutStats,
     u: &super::update::UpdateMetrics,
     seconds: f64,
@@ -210,19 +244,19 @@ fn step_metrics(
     let n = episodes.len().max(1) as f64;
     let calls: u64 = episodes.iter().map(|e| e.stats.tool_calls as u64).sum();
     let per_call = |x: u64| if calls > 0 { x as f64 / calls as f64 } else { 0.0 };
-    let zero_var = (0..groups)
-        .filter(|&g| {
-            let rs: Vec<f64> = episodes.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
-            rs.windows(2).all(|w| w[0] == w[1])
-        })
-        .count();
+    let groups = b.groups_sampled.max(1) as f64;
     StepMetrics {
         step,
         lr: 0.0,
         episodes: episodes.len(),
         reward_mean: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
         pass_rate: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
-        zero_variance_groups: zero_var as f64 / groups.max(1) as f64,
+        zero_variance_groups: b.groups_zero_variance as f64 / groups,
+        zero_variance_skipped: (b.groups_sampled - b.groups_kept) as f64 / groups,
+        sampling_attempts: b.attempts,
+        shaped_reward_mean: b.shaped_reward_mean,
+        overlong_penalty_mean: b.overlong_penalty_mean,
+        masked_truncated: b.masked_truncated,
         loss: u.loss_value,
         entropy: u.loss.entropy,
         clip_frac_high: u.loss.clip_frac_high,

@@ -52,7 +52,8 @@ impl Crosscheck {
         let devices = names.iter().map(|b| self.device.device(b)).collect::<anyhow::Result<Vec<_>>>()?;
 
         let start = Instant::now();
-        let first = load(&self.model, &devices[0])?;
+        let dtype = self.device.dtype()?;
+        let first = load(&self.model, &devices[0], dtype)?;
         let load_first_s = start.elapsed().as_secs_f64();
         let prompts = random_ids(self.samples, self.prompt_len, first.config.vocab_size, self.seed);
         let params = SamplingParams { max_new_tokens: self.max_new_tokens, seed: self.seed, stop_ids: Some(vec![]), ..Default::default() };
@@ -69,7 +70,7 @@ impl Crosscheck {
             let start = Instant::now();
             let model = match first.take() {
                 Some(m) => m,
-                None => load(&self.model, device)?,
+                None => load(&self.model, device, dtype)?,
             };
             let load_s = if i == 0 { load_first_s } else { start.elapsed().as_secs_f64() };
             let start = Instant::now();

@@ -3,7 +3,7 @@
 //! `arl_qwen3::device`.
 
 use anyhow::Context;
-use arl_qwen3::DispatchQwen3;
+use arl_qwen3::{DType, DispatchQwen3};
 use burn::DispatchDevice;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -34,6 +34,10 @@ impl DeviceArgs {
     pub fn device(&self, backend: &str) -> anyhow::Result<DispatchDevice> {
         Ok(arl_qwen3::device::device_from_args(backend, self.device_index, &self.dtype)?)
     }
+
+    pub fn dtype(&self) -> anyhow::Result<DType> {
+        Ok(arl_qwen3::device::parse_dtype(&self.dtype)?)
+    }
 }
 
 impl ModelArgs {
@@ -41,12 +45,12 @@ impl ModelArgs {
         self.device.device(&self.backend)
     }
 
-    /// Load the model on `device`, with the source in the error context.
+    /// Load the model on `device` in `--dtype`, with the source in the error context.
     pub fn load_on(&self, device: &DispatchDevice) -> anyhow::Result<DispatchQwen3> {
-        load(&self.model, device)
+        load(&self.model, device, self.device.dtype()?)
     }
 }
 
-pub fn load(model: &str, device: &DispatchDevice) -> anyhow::Result<DispatchQwen3> {
-    arl_qwen3::load(model, device).with_context(|| format!("loading model `{model}`"))
+pub fn load(model: &str, device: &DispatchDevice, dtype: DType) -> anyhow::Result<DispatchQwen3> {
+    arl_qwen3::load_as(model, device, dtype).with_context(|| format!("loading model `{model}`"))
 }

@@ -95,7 +95,7 @@ impl Built {
         let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
         let optim =
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
-        let policy = QwenTrainer::load(&config.model.source, &device, optim)
+        let policy = QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
             .with_context(|| format!("loading model `{}`", config.model.source))?;
         Ok(Self { env, codec, loss, advantage, policy })
     }

@@ -1,0 +1,195 @@
+//! A step's training batch: rollouts, reward shaping, group filtering and resampling.
+//!
+//! - **Overlong shaping** (DAPO, SPEC §4.4): an episode's policy-token count |y| against the
+//!   response budget L_max and a buffer L_cache adds `min(−(|y| − (L_max − L_cache))/L_cache ·
+//!   factor, 0)` to the reward (−factor at or beyond L_max), so long answers are penalized
+//!   smoothly before the budget cuts them.
+//! - **Zero-variance skip**: a group whose rewards (before shaping) are all equal carries no
+//!   group-relative signal; with `skip_zero_variance` it leaves the update, so it no longer
+//!   dilutes the loss normalizer (trl #6367).
+//! - **Dynamic sampling** (DAPO, verl `filter_groups` + `max_num_gen_batches`): with
+//!   `max_sampling_attempts` > 1, fresh tasks are rolled out until `prompts` groups with reward
+//!   variance are in hand or the attempts run out; surplus groups are dropped in order.
+//! - **Overlong masking**: with `mask_truncated`, episodes cut by a budget keep their place in
+//!   the group statistics but leave the loss.
+//!
+//! The raw (correctness) reward stays in each [`Episode`]; the shaped one only drives
+//! advantages, and both are reported.
+
+use serde::{Deserialize, Serialize};
+
+use super::TrainError;
+use super::rollout::{RolloutOptions, RolloutStats, rollout};
+use crate::chat::ChatCodec;
+use crate::policy::{Policy, SamplingParams};
+use crate::{AdvantageFn, AdvantageInput, Env, Episode, Task};
+
+/// How a step's batch is assembled (from `[trainer]` and `[sampling]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchOptions {
+    /// Groups (tasks) the update wants.
+    pub prompts: usize,
+    pub group_size: usize,
+    pub max_sampling_attempts: u32,
+    pub skip_zero_variance: bool,
+    pub mask_truncated: bool,
+    /// Overlong shaping: (L_max, L_cache, factor); `None`: off.
+    pub overlong: Option<Overlong>,
+}
+
+/// DAPO's soft overlong punishment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Overlong {
+    /// L_max: the episode's response (policy-token) budget.
+    pub max_tokens: usize,
+    /// L_cache: the span before L_max over which the penalty ramps from 0 to −factor.
+    pub buffer: usize,
+    pub factor: f64,
+}
+
+impl Overlong {
+    /// The (non-positive) reward added to an episode with `len` policy tokens.
+    pub fn penalty(&self, len: usize) -> f64 {
+        let start = self.max_tokens.saturating_sub(self.buffer);
+        if len <= start || self.buffer == 0 {
+            return if len > self.max_tokens { -self.factor } else { 0.0 };
+        }
+        let over = (len - start) as f64 / self.buffer as f64;
+        -(over.min(1.0) * self.factor)
+    }
+}
+
+/// What assembling a batch did, for the step metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchStats {
+    /// Rollout rounds (1 unless dynamic sampling resampled).
+    pub attempts: u32,
+    /// Groups rolled out over all attempts, and groups whose rewards were all equal.
+    pub groups_sampled: usize,
+    pub groups_zero_variance: usize,
+    /// Groups that went into the update.
+    pub groups_kept: usize,
+    /// Mean reward after shaping over the sampled episodes.
+    pub shaped_reward_mean: f64,
+    /// Mean overlong penalty over the sampled episodes (0 when shaping is off).
+    pub overlong_penalty_mean: f64,
+    /// Truncated episodes taken out of the loss by `mask_truncated`.
+    pub masked_truncated: usize,
+}
+
+/// A step's episodes: everything sampled (for metrics and tool statistics) and the part the
+/// update trains on with its advantages.
+pub struct StepBatch {
+    pub sampled: Vec<Episode>,
+    pub train: Vec<Episode>,
+    pub advantages: Vec<f64>,
+    pub rollout: RolloutStats,
+    pub stats: BatchStats,
+}
+
+/// Roll out `prompts × group_size` episodes, shape, filter and (if allowed) resample.
+/// `next_tasks(n)` hands out the next `n` training tasks (it owns the data position).
+#[allow(clippy::too_many_arguments)]
+pub fn collect(
+    env: &dyn Env,
+    codec: &dyn ChatCodec,
+    policy: &mut dyn Policy,
+    advantage: &dyn AdvantageFn,
+    next_tasks: &mut dyn FnMut(usize) -> Vec<Task>,
+    rollout_opts: &RolloutOptions,
+    opts: &BatchOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<StepBatch, TrainError> {
+    let filter = opts.skip_zero_variance || opts.max_sampling_attempts > 1;
+    let mut sampled: Vec<Episode> = Vec::new();
+    let mut shaped: Vec<f64> = Vec::new();
+    let mut kept_groups: Vec<usize> = Vec::new();
+    let mut stats = BatchStats::default();
+    let mut rstats = RolloutStats::default();
+    let max_attempts = opts.max_sampling_attempts.max(1);
+    while stats.attempts < max_attempts {
+        let want = opts.prompts - kept_groups.len().min(opts.prompts);
+        // The first round samples a full batch; resampling rounds only what is missing.
+        let n = if stats.attempts == 0 { opts.prompts } else { want };
+        let tasks = next_tasks(n);
+        let base = stats.groups_sampled;
+        let specs: Vec<(Task, usize)> =
+            tasks.iter().enumerate().flat_map(|(j, t)| (0..opts.group_size).map(move |_| (t.clone(), base + j))).collect();
+        let ropts = RolloutOptions {
+            sampling: SamplingParams {
+                seed: rollout_opts.sampling.seed ^ (stats.attempts as u64).wrapping_mul(0xa076_1d64_78bd_642f),
+                ..rollout_opts.sampling.clone()
+            },
+            ..rollout_opts.clone()
+        };
+        let (episodes, r) = rollout(env, codec, policy, &specs, &ropts, progress)?;
+        merge(&mut rstats, &r);
+        stats.attempts += 1;
+        stats.groups_sampled += tasks.len();
+        for e in &episodes {
+            let penalty = opts.overlong.map_or(0.0, |o| o.penalty(e.policy_tokens()));
+            stats.overlong_penalty_mean += penalty;
+            shaped.push(e.reward + penalty);
+        }
+        sampled.extend(episodes);
+        for g in base..base + tasks.len() {
+            // DAPO filters on correctness (`filter_groups.metric = acc`), not on the shaped reward.
+            let rewards: Vec<f64> = sampled.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
+            let flat = rewards.windows(2).all(|w| w[0] == w[1]);
+            stats.groups_zero_variance += flat as usize;
+            if !(filter && flat) && kept_groups.len() < opts.prompts {
+                kept_groups.push(g);
+            }
+        }
+        if !filter || kept_groups.len() >= opts.prompts {
+            break;
+        }
+    }
+    let n = sampled.len().max(1) as f64;
+    stats.overlong_penalty_mean /= n;
+    stats.shaped_reward_mean = shaped.iter().sum::<f64>() / n;
+    stats.groups_kept = kept_groups.len();
+
+    // Advantages over the kept groups (truncated episodes included in the statistics).
+    let keep: Vec<usize> = (0..sampled.len()).filter(|&i| kept_groups.contains(&sampled[i].group)).collect();
+    let rewards: Vec<f64> = keep.iter().map(|&i| shaped[i]).collect();
+    let group_ids: Vec<usize> = keep.iter().map(|&i| sampled[i].group).collect();
+    let all_advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
+    let mut train = Vec::with_capacity(keep.len());
+    let mut advantages = Vec::with_capacity(keep.len());
+    for (&i, a) in keep.iter().zip(all_advantages) {
+        if opts.mask_truncated && sampled[i].stats.truncated {
+            stats.masked_truncated += 1;
+            continue;
+        }
+        train.push(sampled[i].clone());
+        advantages.push(a);
+    }
+    Ok(StepBatch { sampled, train, advantages, rollout: rstats, stats })
+}
+
+fn merge(into: &mut RolloutStats, r: &RolloutStats) {
+    into.episodes += r.episodes;
+    into.generated_tokens += r.generated_tokens;
+    into.generate_seconds += r.generate_seconds;
+    into.seconds += r.seconds;
+    into.truncated += r.truncated;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlong_penalty_follows_dapo() {
+        // L_max 20, L_cache 4, factor 1: free up to 16, then −(|y| − 16)/4, −1 from 20 on.
+        let o = Overlong { max_tokens: 20, buffer: 4, factor: 1.0 };
+        let got: Vec<f64> = [0, 16, 17, 18, 20, 25].iter().map(|&l| o.penalty(l)).collect();
+        assert_eq!(got, vec![0.0, 0.0, -0.25, -0.5, -1.0, -1.0]);
+        let half = Overlong { factor: 0.5, ..o };
+        assert_eq!(half.penalty(18), -0.25);
+        // No buffer: a cliff at L_max.
+        let cliff = Overlong { buffer: 0, ..o };
+        assert_eq!((cliff.penalty(20), cliff.penalty(21)), (0.0, -1.0));
+    }
+}
