@@ -3,14 +3,40 @@
 //! binary and test binary calls [`link`] so the registry sees them all.
 //!
 //! Adding a built-in plugin crate: add it to this crate's Cargo.toml and a `use … as _;`
-//! line below.
+//! line below. Cargo feature `wasm` (default on) links the `wasm` sandbox.
 
 use arl_env_edit as _;
 use arl_env_sum as _;
 use arl_env_tools as _;
 use arl_losses as _;
 use arl_sandbox as _;
+#[cfg(feature = "wasm")]
+use arl_sandbox_wasm as _;
 
 /// Reference this crate (and so every built-in plugin). Call once from `main` and from
 /// test binaries.
 pub fn link() {}
+
+/// Built without the `wasm` feature, `--sandbox wasm` still names a sandbox, one that says
+/// how to get the real one.
+#[cfg(not(feature = "wasm"))]
+mod wasm_off {
+    use std::sync::Arc;
+
+    use arl_core::config::SandboxConfig;
+    use arl_core::{PluginError, Sandbox};
+
+    arl_core::register!(SandboxPlugin {
+        name: "wasm",
+        about: "(not in this build: cargo feature `wasm` is off)",
+        build: build,
+    });
+
+    fn build(_: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
+        Err(PluginError {
+            kind: "sandbox",
+            name: "wasm".into(),
+            message: "this arl was built without the cargo feature `wasm`; rebuild with default features (or `--features wasm`), or use `--sandbox rlimit`".into(),
+        })
+    }
+}
