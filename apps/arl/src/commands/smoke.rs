@@ -40,7 +40,7 @@ pub fn smoke(
     let rendered = check_schemas(env, codec, first)?;
     log(&format!("smoke: tool schemas render: {}", rendered.join(", ")));
     let scripted = if config.env.name == "tools" {
-        let lines = check_tool_calls(env, first)?;
+        let lines = check_tool_calls(env, first, config)?;
         for line in &lines {
             log(&format!("smoke: {line}"));
         }
@@ -114,33 +114,41 @@ fn check_schemas(env: &dyn Env, codec: &dyn ChatCodec, task: &Task) -> anyhow::R
     Ok(names)
 }
 
-/// Read, Edit (a no-op change: a trailing comment), Write (a new file), Bash (ls, python, pytest)
-/// on the task's repository, one call per turn; each must succeed.
-fn check_tool_calls(env: &dyn Env, task: &Task) -> anyhow::Result<Vec<String>> {
+/// Read then Edit (a no-op change: a trailing comment), Write (a new file) then Bash (ls,
+/// python on it, pytest) on the task's repository: each pair one turn of a fresh episode (so
+/// any `env.max_turns` ≥ 2 and `max_calls_per_turn` ≥ 2 will do); each call must succeed.
+fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::Result<Vec<String>> {
+    if config.env.max_turns < 2 || config.env.max_calls_per_turn < 2 {
+        bail!("--smoke's scripted tool calls need env.max_turns ≥ 2 and env.max_calls_per_turn ≥ 2");
+    }
     let function = task.data["function"].as_str().context("the tools task has no `function`")?;
     let src = format!("/repo/{function}.py");
     let source = task.data["source"].as_str().context("the tools task has no `source`")?;
     let last = source.lines().rfind(|l| !l.trim().is_empty()).context("empty source")?;
-    let calls = [
-        json!({"name": "Read", "arguments": {"file_path": src}}),
-        json!({"name": "Edit", "arguments": {"file_path": src, "old_string": last, "new_string": format!("{last}  # smoke")}}),
-        json!({"name": "Write", "arguments": {"file_path": "/repo/smoke_check.py", "content": "print('smoke ok')\n"}}),
-        json!({"name": "Bash", "arguments": {"command": "ls"}}),
-        json!({"name": "Bash", "arguments": {"command": "python smoke_check.py"}}),
-        json!({"name": "Bash", "arguments": {"command": "pytest -q"}}),
+    let read = json!({"name": "Read", "arguments": {"file_path": src}});
+    let write = json!({"name": "Write", "arguments": {"file_path": "/repo/smoke_check.py", "content": "print('smoke ok')\n"}});
+    let turns = [
+        vec![read.clone(), json!({"name": "Edit", "arguments": {"file_path": src, "old_string": last, "new_string": format!("{last}  # smoke")}})],
+        vec![write.clone(), json!({"name": "Bash", "arguments": {"command": "ls"}})],
+        vec![write, json!({"name": "Bash", "arguments": {"command": "python smoke_check.py"}})],
+        vec![read, json!({"name": "Bash", "arguments": {"command": "pytest -q"}})],
     ];
     let tools = env.tools();
-    let mut session = env.reset(task)?;
     let mut lines = Vec::new();
-    for call in calls {
-        let text = format!("<tool_call>\n{call}\n</tool_call>");
-        let turn = parse_turn(&text, &tools, 4);
-        let Step::Observe(results) = session.step(&turn)? else { bail!("the episode ended on a scripted call {call}") };
-        let [result] = results.as_slice() else { bail!("expected one result for {call}, got {}", results.len()) };
-        let first_line = result.outcome.text().lines().next().unwrap_or("").chars().take(80).collect::<String>();
-        match &result.outcome {
-            ToolOutcome::Ok(_) => lines.push(format!("tool {} {}: ok ({first_line})", result.name, call["arguments"])),
-            other => bail!("scripted call {call} did not succeed: {other:?}"),
+    for calls in turns {
+        let mut session = env.reset(task)?;
+        let text: String = calls.iter().map(|c| format!("<tool_call>\n{c}\n</tool_call>\n")).collect();
+        let turn = parse_turn(&text, &tools, calls.len());
+        let Step::Observe(results) = session.step(&turn)? else { bail!("the episode ended on the scripted calls {text}") };
+        if results.len() != calls.len() {
+            bail!("expected {} results for {text}, got {}", calls.len(), results.len());
+        }
+        for (call, result) in calls.iter().zip(&results) {
+            let first_line: String = result.outcome.text().lines().next().unwrap_or("").chars().take(80).collect();
+            match &result.outcome {
+                ToolOutcome::Ok(_) => lines.push(format!("tool {} {}: ok ({first_line})", result.name, call["arguments"])),
+                other => bail!("scripted call {call} did not succeed: {other:?}"),
+            }
         }
     }
     Ok(lines)
