@@ -122,3 +122,38 @@ fn bench_sandbox_reports_both_sandboxes() {
         assert!(r["trivial_jobs_per_s"].as_f64().unwrap() > 0.0 && r["grade_jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+/// The emulated shell's Python commands read the same under both sandboxes: test results,
+/// tracebacks (file names as the model sees them) and printed output.
+#[test]
+fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
+    arl_plugins::link();
+    let observe = |name: &str| -> Vec<String> {
+        let config = SandboxConfig { name: name.into(), ..SandboxConfig::default() };
+        let sandbox = (registry::get::<SandboxPlugin>(name).unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
+        let env_config = EnvConfig { name: "tools".into(), ..EnvConfig::default() };
+        let env = (registry::get::<EnvPlugin>("tools").unwrap().build)(&env_config, sandbox).unwrap();
+        let task = &env.tasks(Split::Heldout).unwrap()[3];
+        let function = task.data["function"].as_str().unwrap();
+        let call = |name: &str, args: Value| format!("<tool_call>\n{}\n</tool_call>\n", json!({"name": name, "arguments": args}));
+        let turns = [
+            call("Bash", json!({"command": "pytest"})) + &call("Bash", json!({"command": "pytest -q -k nothing_matches"})),
+            call("Write", json!({"file_path": "/repo/helper.py", "content": "def fail():\n    raise ValueError('boom')\n"}))
+                + &call("Write", json!({"file_path": "/repo/boom.py", "content": format!("from {function} import {function}\nimport helper\nprint('before')\nhelper.fail()\n")}))
+                + &call("Bash", json!({"command": "python boom.py"}))
+                + &call("Bash", json!({"command": "python -c \"print(2 + 3)\""})),
+        ];
+        let mut session = env.reset(task).unwrap();
+        let mut texts = Vec::new();
+        for text in &turns {
+            if let Step::Observe(results) = session.step(&parse_turn(text, &env.tools(), 4)).unwrap() {
+                texts.extend(results.into_iter().map(|r| format!("{}: {:?}", r.name, r.outcome)));
+            }
+        }
+        texts
+    };
+    let (rlimit, wasm) = (observe("rlimit"), observe("wasm"));
+    assert_eq!(rlimit.len(), 6, "{rlimit:#?}");
+    assert!(rlimit[4].contains(r#"File \"/repo/helper.py\", line 2"#), "{rlimit:#?}");
+    assert_eq!(rlimit, wasm);
+}
