@@ -58,7 +58,7 @@ pub struct WasmSandbox {
 }
 
 impl WasmSandbox {
-    /// Load (or compile, the first time: tens of seconds) the interpreter.
+    /// Load (or compile, the first time: ≈13 s on 2 cores) the interpreter.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
         let python_wasm = settings.python_wasm.clone().unwrap_or_else(default_python_wasm);
         let runtime = runtime(&python_wasm)?;
