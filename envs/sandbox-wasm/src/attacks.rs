@@ -109,6 +109,15 @@ fn attack_an_infinite_loop_hits_the_cpu_limit() {
 }
 
 #[test]
+fn attack_a_busy_loop_is_stopped_by_a_shorter_wall_clock() {
+    // CPU-bound guest code yields at every epoch tick, so the wall clock preempts it too.
+    let limits = Limits { wall_timeout: Duration::from_millis(500), cpu_seconds: 5, ..Limits::default() };
+    let out = run_with("while True:\n    pass\n", limits);
+    assert!(out.timed_out && out.signal == Some(libc::SIGKILL), "{out:?}");
+    assert!(out.wall_ms < 3_000, "stopped promptly, took {} ms", out.wall_ms);
+}
+
+#[test]
 fn attack_sleeping_past_the_timeout_is_killed() {
     let limits = Limits { wall_timeout: Duration::from_millis(700), ..Limits::default() };
     let out = run_with("import time\ntime.sleep(60)\nprint('woke')\n", limits);

@@ -17,26 +17,5 @@ use arl_sandbox_wasm as _;
 /// test binaries.
 pub fn link() {}
 
-/// Built without the `wasm` feature, `--sandbox wasm` still names a sandbox, one that says
-/// how to get the real one.
 #[cfg(not(feature = "wasm"))]
-mod wasm_off {
-    use std::sync::Arc;
-
-    use arl_core::config::SandboxConfig;
-    use arl_core::{PluginError, Sandbox};
-
-    arl_core::register!(SandboxPlugin {
-        name: "wasm",
-        about: "(not in this build: cargo feature `wasm` is off)",
-        build: build,
-    });
-
-    fn build(_: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
-        Err(PluginError {
-            kind: "sandbox",
-            name: "wasm".into(),
-            message: "this arl was built without the cargo feature `wasm`; rebuild with default features (or `--features wasm`), or use `--sandbox rlimit`".into(),
-        })
-    }
-}
+mod wasm_disabled;
