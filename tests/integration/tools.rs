@@ -157,3 +157,18 @@ fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
     assert!(rlimit[4].contains(r#"File \"/repo/helper.py\", line 2"#), "{rlimit:#?}");
     assert_eq!(rlimit, wasm);
 }
+
+#[test]
+fn run_smoke_under_the_wasm_sandbox_names_it() {
+    let dir = arl_tests::scratch_dir("tools-smoke-wasm");
+    let out = arl(&[
+        "run", "--env", "tools", "--model", "tiny", "--sandbox", "wasm", "--smoke", "--smoke-n", "1", "--max-new-tokens", "4",
+        "--max-turns", "2", "--out", dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episodes (sandbox wasm)"), "{out}");
+    assert!(out.contains(r#"tool Bash {"command":"pytest -q"}: ok"#), "{out}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("smoke.json")).unwrap()).unwrap();
+    assert_eq!(doc["sandbox"], "wasm");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
