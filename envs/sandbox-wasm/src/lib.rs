@@ -43,7 +43,7 @@ use arl_core::{PluginError, Sandbox};
 
 arl_core::register!(SandboxPlugin {
     name: "wasm",
-    about: "CPython on WASI inside wasmtime: only the job dir, no network, fuel-free epoch CPU limit",
+    about: "CPython on WASI inside wasmtime: only the job dir, no network or processes, CPU and file size checked every 10 ms",
     build: build,
 });
 
