@@ -30,9 +30,20 @@ fn tasks_lists_the_tools_bank() {
 }
 
 #[test]
-fn an_oracle_episode_through_the_registry_earns_reward_one_and_a_wrong_edit_zero() {
+fn an_oracle_episode_earns_reward_one_and_a_wrong_edit_zero_under_rlimit() {
+    oracle_episodes("rlimit");
+}
+
+/// The same episodes with CPython on WASI: the emulated pytest and the grader run unchanged.
+#[test]
+fn an_oracle_episode_earns_reward_one_and_a_wrong_edit_zero_under_wasm() {
+    oracle_episodes("wasm");
+}
+
+fn oracle_episodes(sandbox: &str) {
     arl_plugins::link();
-    let sandbox = (registry::get::<SandboxPlugin>("rlimit").unwrap().build)(&SandboxConfig::default()).unwrap();
+    let config = SandboxConfig { name: sandbox.into(), ..SandboxConfig::default() };
+    let sandbox = (registry::get::<SandboxPlugin>(sandbox).unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
     let config = EnvConfig { name: "tools".into(), ..EnvConfig::default() };
     let env = (registry::get::<EnvPlugin>("tools").unwrap().build)(&config, Arc::clone(&sandbox)).unwrap();
     let task = &env.tasks(Split::Heldout).unwrap()[5];
@@ -51,12 +62,17 @@ fn an_oracle_episode_through_the_registry_earns_reward_one_and_a_wrong_edit_zero
         let mut session = env.reset(task).unwrap();
         let mut reward = None;
         for text in &turns {
-            if let Step::Done(outcome) = session.step(&parse_turn(text, &env.tools(), 4)).unwrap() {
-                reward = Some(outcome.reward);
+            match session.step(&parse_turn(text, &env.tools(), 4)).unwrap() {
+                Step::Done(outcome) => reward = Some(outcome.reward),
+                Step::Observe(results) => {
+                    for r in results {
+                        assert!(matches!(r.outcome, arl_core::ToolOutcome::Ok(_)), "{} under {}: {:?}", r.name, sandbox.name(), r.outcome);
+                    }
+                }
             }
         }
         let expected = if op["name"] == fix { 1.0 } else { 0.0 };
-        assert_eq!(reward, Some(expected), "op {}", op["name"]);
+        assert_eq!(reward, Some(expected), "op {} under {}", op["name"], sandbox.name());
     }
 }
 
@@ -70,5 +86,89 @@ fn grade_takes_tasks_of_the_tools_env() {
     let out = arl(&["grade", "--env", "tools", "--task", "minmax-spread-0", "--source", reference.to_str().unwrap()]).unwrap();
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["reward"].as_f64(), Some(1.0), "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_smoke_checks_the_tools_and_runs_held_out_episodes_without_training() {
+    let dir = arl_tests::scratch_dir("tools-smoke");
+    let out = arl(&[
+        "run", "--env", "tools", "--model", "tiny", "--sandbox", "rlimit", "--smoke", "--smoke-n", "2", "--max-new-tokens", "8",
+        "--max-turns", "2", "--out", dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(out.contains("sandbox=rlimit"), "{out}");
+    assert!(out.contains("smoke: chat self-check: chat self-check passed"), "{out}");
+    assert!(out.contains("smoke: tool schemas render: Read(file_path, offset, limit), Edit(file_path, old_string, new_string, replace_all)"), "{out}");
+    for tool in ["tool Read", "tool Edit", "tool Write", "tool Bash"] {
+        assert!(out.contains(tool), "{tool}: {out}");
+    }
+    assert!(out.contains("smoke: episode 1 task="), "{out}");
+    assert!(out.contains("smoke: transcript of episode 0"), "{out}");
+    assert!(out.contains("no training"), "{out}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("smoke.json")).unwrap()).unwrap();
+    assert_eq!(doc["sandbox"], "rlimit");
+    assert_eq!(doc["episodes"].as_array().unwrap().len(), 2);
+    assert!(!dir.join("results.json").exists() && !dir.join("checkpoints").exists(), "a smoke run trains nothing");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_sandbox_reports_both_sandboxes() {
+    let out = arl(&["bench", "sandbox", "--jobs", "2", "--json"]).unwrap();
+    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.iter().map(|r| r["sandbox"].as_str().unwrap()).collect::<Vec<_>>(), ["rlimit", "wasm"]);
+    for r in &rows {
+        assert!(r["trivial_jobs_per_s"].as_f64().unwrap() > 0.0 && r["grade_jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+/// The emulated shell's Python commands read the same under both sandboxes: test results,
+/// tracebacks (file names as the model sees them) and printed output.
+#[test]
+fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
+    arl_plugins::link();
+    let observe = |name: &str| -> Vec<String> {
+        let config = SandboxConfig { name: name.into(), ..SandboxConfig::default() };
+        let sandbox = (registry::get::<SandboxPlugin>(name).unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
+        let env_config = EnvConfig { name: "tools".into(), ..EnvConfig::default() };
+        let env = (registry::get::<EnvPlugin>("tools").unwrap().build)(&env_config, sandbox).unwrap();
+        let task = &env.tasks(Split::Heldout).unwrap()[3];
+        let function = task.data["function"].as_str().unwrap();
+        let call = |name: &str, args: Value| format!("<tool_call>\n{}\n</tool_call>\n", json!({"name": name, "arguments": args}));
+        let turns = [
+            call("Bash", json!({"command": "pytest"})) + &call("Bash", json!({"command": "pytest -q -k nothing_matches"})),
+            call("Write", json!({"file_path": "/repo/helper.py", "content": "def fail():\n    raise ValueError('boom')\n"}))
+                + &call("Write", json!({"file_path": "/repo/boom.py", "content": format!("from {function} import {function}\nimport helper\nprint('before')\nhelper.fail()\n")}))
+                + &call("Bash", json!({"command": "python boom.py"}))
+                + &call("Bash", json!({"command": "python -c \"print(2 + 3)\""})),
+        ];
+        let mut session = env.reset(task).unwrap();
+        let mut texts = Vec::new();
+        for text in &turns {
+            if let Step::Observe(results) = session.step(&parse_turn(text, &env.tools(), 4)).unwrap() {
+                texts.extend(results.into_iter().map(|r| format!("{}: {:?}", r.name, r.outcome)));
+            }
+        }
+        texts
+    };
+    let (rlimit, wasm) = (observe("rlimit"), observe("wasm"));
+    assert_eq!(rlimit.len(), 6, "{rlimit:#?}");
+    assert!(rlimit[4].contains(r#"File \"/repo/helper.py\", line 2"#), "{rlimit:#?}");
+    assert_eq!(rlimit, wasm);
+}
+
+#[test]
+fn run_smoke_under_the_wasm_sandbox_names_it() {
+    let dir = arl_tests::scratch_dir("tools-smoke-wasm");
+    let out = arl(&[
+        "run", "--env", "tools", "--model", "tiny", "--sandbox", "wasm", "--smoke", "--smoke-n", "1", "--max-new-tokens", "4",
+        "--max-turns", "2", "--out", dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episodes (sandbox wasm)"), "{out}");
+    assert!(out.contains(r#"tool Bash {"command":"pytest -q"}: ok"#), "{out}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("smoke.json")).unwrap()).unwrap();
+    assert_eq!(doc["sandbox"], "wasm");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -85,11 +85,14 @@ pub struct SandboxConfig {
     pub file_size_kb: u64,
     /// Bytes of stdout and of stderr kept per job, KiB.
     pub output_kb: u64,
+    /// Sandbox `wasm` only: the WASI CPython (`python.wasm`); empty picks the one
+    /// `scripts/setup/python-wasm.sh` caches under `$HOME/.cache/arl/assets/python-wasm/`.
+    pub python_wasm: String,
 }
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        Self { name: "rlimit".into(), timeout_s: 10.0, cpu_s: 5, memory_mb: 1024, file_size_kb: 1024, output_kb: 64 }
+        Self { name: "rlimit".into(), timeout_s: 10.0, cpu_s: 5, memory_mb: 1024, file_size_kb: 1024, output_kb: 64, python_wasm: String::new() }
     }
 }
 

@@ -1,4 +1,5 @@
-//! `arl bench gen|score`: throughput benchmarks (not tests). Each prints one JSON line.
+//! `arl bench gen|score|sandbox`: throughput benchmarks (not tests). Each prints one JSON line
+//! (`sandbox`: see bench_sandbox.rs).
 //! - `gen`: random prompts, temperature-1 sampling with the KV cache, every row generating
 //!   exactly `--new-tokens` (stop ids disabled); prefill and decode tokens/s.
 //! - `score`: forward + backward + AdamW step of a clipped policy-gradient loss with the LM
@@ -23,6 +24,8 @@ pub enum Bench {
     Gen(BenchGen),
     /// Training-step throughput (forward, backward, AdamW).
     Score(BenchScore),
+    /// Jobs/s and cold first-job latency of each sandbox (trivial and grading jobs).
+    Sandbox(super::bench_sandbox::BenchSandbox),
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +78,7 @@ impl Bench {
         match self {
             Bench::Gen(b) => b.execute(out),
             Bench::Score(b) => b.execute(out),
+            Bench::Sandbox(b) => b.execute(out),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod advantages;
 mod bench;
+mod bench_sandbox;
 mod chat_codec;
 mod config;
 mod eval;
@@ -17,6 +18,7 @@ mod run;
 mod run_args;
 mod sandbox;
 mod score;
+mod smoke;
 mod tasks;
 
 use std::io::Write;

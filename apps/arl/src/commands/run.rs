@@ -1,6 +1,7 @@
 //! `arl run`: resolve and validate the run configuration, build every piece by name, and
 //! train (arl-core's `train::trainer`), writing metrics, checkpoints and `results.json` into
-//! `output.dir` with the console log beside them (`run.log`).
+//! `output.dir` with the console log beside them (`run.log`). `--smoke` checks instead of
+//! training (smoke.rs).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -20,6 +21,13 @@ use super::RunArgs;
 pub struct Run {
     #[command(flatten)]
     pub args: RunArgs,
+    /// Check the chat template and the tools, run --smoke-n held-out episodes, print
+    /// transcripts and tool counters, and exit without training (smoke.rs).
+    #[arg(long)]
+    pub smoke: bool,
+    /// Held-out episodes of --smoke.
+    #[arg(long, default_value_t = 4, requires = "smoke")]
+    pub smoke_n: usize,
 }
 
 impl Run {
@@ -48,6 +56,9 @@ impl Run {
             config.trainer.steps,
             out_dir.display()
         ));
+        if self.smoke {
+            return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n, &out_dir, &mut log);
+        }
         let parts = Parts {
             env: env.as_ref(),
             codec: &codec,

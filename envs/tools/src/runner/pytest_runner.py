@@ -18,6 +18,20 @@ OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", a
        ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
 
+def from_job(text, cwd, repl):
+    # Job-directory paths in `text` as the model sees them (`repl` + name). The rlimit sandbox
+    # runs jobs in a unique temporary directory; the wasm sandbox at the guest's root `/`,
+    # where only `/name` of a file directly in it is a job path.
+    if cwd != "/":
+        return text.replace(cwd + "/", repl)
+    import re
+    names = sorted(os.listdir(cwd), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = r"(?<![\w./-])/(?=(?:%s)(?![\w.-]))" % "|".join(re.escape(n) for n in names)
+    return re.sub(pattern, lambda m: repl, text)
+
+
 def selected(tree, node_id):
     if tree is None:
         return True
@@ -86,7 +100,7 @@ def main():
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
             where = (" (line %d)" % tb.tb_lineno) if tb is not None else ""
-            out("ERROR", {"path": path, "error": explain(e, None).replace(cwd + "/", "/repo/") + where})
+            out("ERROR", {"path": path, "error": from_job(explain(e, None), cwd, "/repo/") + where})
             continue
         found = []
         for attr, value in list(vars(module).items()):
@@ -124,7 +138,7 @@ def main():
             if tb is not None:
                 line = tb.tb_lineno
                 code = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip()
-                where = tb.tb_frame.f_code.co_filename.replace(cwd + "/", "")
+                where = from_job(tb.tb_frame.f_code.co_filename, cwd, "")
             else:
                 where = ""
             out("FAIL", {"id": node_id, "error": explain(e, tb), "line": line, "code": code, "file": where})

@@ -1,0 +1,213 @@
+//! The attack suite of `rlimit` (arl-sandbox's attacks.rs), case by case, against `wasm`.
+//! Every attack must be contained and none may hang. Where a case cannot apply to WASI (no
+//! uids, no processes, no signals), the test asserts what the guest sees instead.
+//! Needs `scripts/setup/python-wasm.sh` (scripts/test.sh runs it).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox};
+
+use crate::{WasmSandbox, WasmSettings};
+
+fn sandbox() -> &'static WasmSandbox {
+    static SANDBOX: OnceLock<WasmSandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| WasmSandbox::new(WasmSettings::default()).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn run_with(code: &str, limits: Limits) -> JobOutcome {
+    let job = Job { limits, ..Job::python("main.py", vec![JobFile { path: "main.py".into(), contents: code.into() }]) };
+    sandbox().run(&job).expect("the sandbox runs the job")
+}
+
+/// Short limits so the suite stays quick: 3 s wall, 1 s CPU.
+fn run(code: &str) -> JobOutcome {
+    run_with(code, Limits { wall_timeout: Duration::from_secs(3), cpu_seconds: 1, ..Limits::default() })
+}
+
+#[test]
+fn a_plain_job_runs_and_reports_resources() {
+    let out = run("import sys\nprint('hi')\nprint('err', file=sys.stderr)\nsys.exit(3)\n");
+    assert_eq!((out.exit_code, out.signal, out.timed_out), (Some(3), None, false), "{out:?}");
+    assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("hi\n", "err\n"));
+    assert!(out.max_rss_kb.unwrap() > 0 && out.cpu_ms.is_some());
+    let out = run("print(sum(range(10)))\n");
+    assert_eq!((out.exit_code, out.stdout.as_str()), (Some(0), "45\n"), "{out:?}");
+}
+
+#[test]
+fn an_uncaught_exception_exits_one_with_its_traceback() {
+    let out = run("raise ValueError('boom')\n");
+    assert_eq!(out.exit_code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("ValueError: boom"), "{out:?}");
+}
+
+#[test]
+fn stdin_reaches_the_job_and_files_sit_beside_it() {
+    let job = Job {
+        stdin: Some("41".into()),
+        ..Job::python(
+            "main.py",
+            vec![
+                JobFile { path: "main.py".into(), contents: "import os, sys\nsys.path.insert(0, os.getcwd())  # -I keeps the script's directory off sys.path\nimport helper\nprint(helper.inc(int(input())))\n".into() },
+                JobFile { path: "helper.py".into(), contents: "def inc(x):\n    return x + 1\n".into() },
+            ],
+        )
+    };
+    let out = sandbox().run(&job).unwrap();
+    assert_eq!(out.stdout, "42\n", "{out:?}");
+}
+
+#[test]
+fn the_job_sees_only_its_own_directory_as_root() {
+    // No uids to drop in WASI (`os.getuid` does not exist); the job directory is the guest's
+    // `/`, and the host's temp directory (the parent of the job directory) is out of reach.
+    let out = run("import os\nprint(hasattr(os, 'getuid'), os.getcwd(), os.getcwd() == os.environ['HOME'])\nprint(sorted(os.listdir('/')))\nopen('made.txt', 'w').write('x')\nprint(sorted(os.listdir('/')))\ntry:\n    print(sorted(os.listdir('/..')))\nexcept OSError as e:\n    print('refused', e.errno)\n");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some("False / True"), "{out:?}");
+    assert_eq!(lines.get(1..3), Some(&["['main.py']", "['made.txt', 'main.py']"][..]), "{out:?}");
+    let up = lines.get(3).copied().unwrap_or_default();
+    assert!(up == "['made.txt', 'main.py']" || up.starts_with("refused"), "`/..` is `/` or nothing: {out:?}");
+}
+
+#[test]
+fn attack_fork_does_not_exist() {
+    // WASI has no processes: `os.fork` is absent and subprocess cannot start anything.
+    let out = run("import os\nprint(hasattr(os, 'fork'))\ntry:\n    import subprocess\n    subprocess.run(['ls'])\n    print('ran')\nexcept Exception as e:\n    print('refused', type(e).__name__)\n");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some("False"), "{out:?}");
+    assert!(lines.get(1).is_some_and(|l| l.starts_with("refused")), "{out:?}");
+}
+
+#[test]
+fn attack_a_ten_billion_element_list_hits_the_memory_limit() {
+    // The guest is 32-bit: ten billion elements cannot even be asked for (OverflowError)…
+    let out = run("x = [0] * 10**10\nprint('allocated')\n");
+    assert!(!out.stdout.contains("allocated"), "{out:?}");
+    assert!(out.stderr.contains("OverflowError") || out.stderr.contains("MemoryError"), "{out:?}");
+    // …so ask for 2 GiB of pointers, over the 1 GiB limit and within the 4 GiB address space.
+    let out = run("x = [0] * (1 << 29)\nprint('allocated')\n");
+    assert!(!out.stdout.contains("allocated"), "{out:?}");
+    assert!(out.stderr.contains("MemoryError"), "{out:?}");
+}
+
+#[test]
+fn attack_growing_memory_piecewise_stops_at_the_limit() {
+    let limits = Limits { memory_bytes: 256 << 20, wall_timeout: Duration::from_secs(5), cpu_seconds: 3, ..Limits::default() };
+    let out = run_with("chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n", limits);
+    assert!(out.stderr.contains("MemoryError"), "{out:?}");
+    assert!(out.max_rss_kb.unwrap() <= 256 << 10, "{out:?}");
+}
+
+#[test]
+fn attack_an_infinite_loop_hits_the_cpu_limit() {
+    let out = run("while True:\n    pass\n");
+    assert!(!out.success(), "{out:?}");
+    assert_eq!(out.signal, Some(libc::SIGXCPU), "{out:?}");
+    assert!(!out.timed_out, "the CPU limit (1 s) fires before the wall clock (3 s): {out:?}");
+    assert!(out.stderr.contains("CPU time limit"), "{out:?}");
+}
+
+#[test]
+fn attack_a_busy_loop_is_stopped_by_a_shorter_wall_clock() {
+    // CPU-bound guest code yields at every epoch tick, so the wall clock preempts it too.
+    let limits = Limits { wall_timeout: Duration::from_millis(500), cpu_seconds: 5, ..Limits::default() };
+    let out = run_with("while True:\n    pass\n", limits);
+    assert!(out.timed_out && out.signal == Some(libc::SIGKILL), "{out:?}");
+    assert!(out.wall_ms < 3_000, "stopped promptly, took {} ms", out.wall_ms);
+}
+
+#[test]
+fn attack_sleeping_past_the_timeout_is_killed() {
+    let limits = Limits { wall_timeout: Duration::from_millis(700), ..Limits::default() };
+    let out = run_with("import time\ntime.sleep(60)\nprint('woke')\n", limits);
+    assert!(out.timed_out && out.signal == Some(libc::SIGKILL), "{out:?}");
+    assert!(out.stdout.is_empty());
+    assert!(out.wall_ms < 5_000, "killed promptly, took {} ms", out.wall_ms);
+}
+
+#[test]
+fn attack_a_large_file_is_stopped_at_the_file_size_limit() {
+    // No RLIMIT_FSIZE in WASI: the host checks file sizes every 10 ms and stops the job
+    // (SIGXFSZ, as rlimit's kernel would send) once one is over the limit.
+    let code = "import os\nwith open('big', 'wb') as f:\n    for _ in range(10_000):\n        f.write(b'x' * (1 << 20))\nprint('wrote 10 GB')\n";
+    let limits = Limits { wall_timeout: Duration::from_secs(20), cpu_seconds: 10, ..Limits::default() };
+    let out = run_with(code, limits);
+    assert!(!out.stdout.contains("wrote"), "{out:?}");
+    assert_eq!(out.signal, Some(libc::SIGXFSZ), "{out:?}");
+    assert!(out.stderr.contains("file size limit"), "{out:?}");
+    let out = run("import os\nfor i in range(40):\n    open(f'f{i}', 'wb').write(b'x' * (900 << 10))\nprint('wrote 36 MB')\nimport time\ntime.sleep(0.1)\n");
+    assert_eq!(out.signal, Some(libc::SIGXFSZ), "many files under the limit still add up: {out:?}");
+}
+
+#[test]
+fn attack_a_network_connection_is_impossible() {
+    // WASI preview 1 has no socket creation: the socket module's functions fail.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "try:\n    import socket\nexcept ImportError as e:\n    print('refused import'); print('refused import')\nelse:\n    for addr in [('127.0.0.1', {port}), ('1.1.1.1', 80)]:\n        try:\n            socket.create_connection(addr, timeout=1).close()\n            print('connected', addr)\n        except Exception as e:\n            print('refused', type(e).__name__)\n"
+    );
+    let out = run(&code);
+    assert!(!out.stdout.contains("connected"), "{out:?}");
+    assert_eq!(out.stdout.lines().filter(|l| l.starts_with("refused")).count(), 2, "{out:?}");
+    assert!(listener.accept().is_err(), "the host listener saw a connection");
+}
+
+#[test]
+fn attack_the_parents_environment_and_files_are_out_of_reach() {
+    let code = "import os\nprint(sorted(os.environ))\nfor path in ['/proc/self/environ', '/proc/1/environ', '/etc/passwd', '../../etc/passwd', '/tmp']:\n    try:\n        print(open(path, 'rb').read()[:40])\n    except OSError as e:\n        print('refused', e.errno)\n";
+    let out = run(code);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some("['HOME', 'LANG', 'PATH']"), "{out:?}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("refused")).count(), 5, "{out:?}");
+}
+
+#[test]
+fn attack_a_symlink_out_of_the_directory_is_not_followed() {
+    let out = run("import os\ntry:\n    os.symlink('/etc/passwd', 'p')\n    print(open('p').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\ntry:\n    os.symlink('../../../../etc/passwd', 'q')\n    print(open('q').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\n");
+    assert_eq!(out.stdout.lines().filter(|l| l.starts_with("refused")).count(), 2, "{out:?}");
+}
+
+#[test]
+fn attack_flooding_stdout_is_capped_without_deadlock() {
+    let limits = Limits { output_bytes: 4096, ..Limits::default() };
+    let out = run_with("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 10000)\nsys.stderr.write('e' * 100000)\n", limits);
+    assert!(out.success(), "{out:?}");
+    assert_eq!((out.stdout.len(), out.stdout_truncated), (4096, true));
+    assert_eq!((out.stderr.len(), out.stderr_truncated), (4096, true));
+}
+
+#[test]
+fn attack_an_endless_flood_ends_at_the_timeout() {
+    let limits = Limits { wall_timeout: Duration::from_millis(800), cpu_seconds: 5, ..Limits::default() };
+    let out = run_with("import os\nwhile True:\n    os.write(1, b'y' * 65536)\n", limits);
+    assert!(out.timed_out || out.signal.is_some(), "{out:?}");
+    assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+}
+
+#[test]
+fn attack_signals_do_not_exist() {
+    // WASI has no signals or pids: `os.kill` is absent, so neither the parent nor a
+    // neighbouring job can be reached (rlimit's kill(-1) case has nothing to aim at).
+    let out = run("import os\nprint(hasattr(os, 'kill'), hasattr(os, 'getppid'))\n");
+    assert_eq!(out.stdout, "False False\n", "{out:?}");
+}
+
+#[test]
+fn jobs_run_in_parallel_without_sharing_anything() {
+    std::thread::scope(|scope| {
+        let a = scope.spawn(|| run("open('mine', 'w').write('a')\nimport time\ntime.sleep(0.3)\nprint(open('mine').read())\n"));
+        let b = scope.spawn(|| run("open('mine', 'w').write('b')\nimport time\ntime.sleep(0.3)\nprint(open('mine').read())\n"));
+        assert_eq!(a.join().unwrap().stdout, "a\n");
+        assert_eq!(b.join().unwrap().stdout, "b\n");
+    });
+}
+
+#[test]
+fn a_missing_interpreter_is_a_one_line_error_naming_the_setup_script() {
+    let settings = WasmSettings { python_wasm: Some("/nonexistent/python.wasm".into()), ..WasmSettings::default() };
+    let err = WasmSandbox::new(settings).err().expect("no interpreter there").to_string();
+    assert!(err.contains("scripts/setup/python-wasm.sh") && !err.contains('\n'), "{err}");
+}
