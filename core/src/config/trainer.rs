@@ -29,8 +29,12 @@ pub struct TrainerConfig {
     pub grad_clip: f64,
     pub weight_decay: f64,
     pub seed: u64,
-    /// Save a checkpoint every this many steps (0: only the final one).
+    /// Save a checkpoint every this many steps (0: only the final one). A resumed run
+    /// restarts after the last one, so 1 loses at most the step in progress.
     pub checkpoint_every: u32,
+    /// Continue from the last checkpoint in `output.dir` (`--resume`): weights, optimizer
+    /// state, metrics so far; the configuration must match the checkpoint's.
+    pub resume: bool,
 }
 
 impl Default for TrainerConfig {
@@ -51,6 +55,7 @@ impl Default for TrainerConfig {
             weight_decay: 0.0,
             seed: 0,
             checkpoint_every: 0,
+            resume: false,
         }
     }
 }

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
 use super::rollout::{RolloutOptions, rollout};
@@ -82,7 +83,16 @@ pub fn train(
     let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
     let eval_n = config.eval.n as usize;
 
-    let before = if eval_n > 0 {
+    let resumed = if config.trainer.resume {
+        let (dir, state) = checkpoint::resume(policy, out_dir, config)?;
+        log(&format!("resumed from {} after step {}", dir.display(), state.step));
+        Some(state)
+    } else {
+        None
+    };
+    let before = if let Some(state) = &resumed {
+        state.before.clone()
+    } else if eval_n > 0 {
         log(&format!("eval before: {} episodes per held-out task", eval_n));
         let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval before", d, t))?;
         log(&eval_line("before", &e));
@@ -106,10 +116,25 @@ pub fn train(
     };
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path)?;
-    let mut steps = Vec::new();
-    let mut tool_stats = BTreeMap::new();
+    let (first_step, mut steps, mut tool_stats, earlier_seconds) = match resumed {
+        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds),
+        None => (0, Vec::new(), BTreeMap::new(), 0.0),
+    };
+    // A resumed run rewrites the lines of the steps it keeps (a killed process may have
+    // logged a step it never checkpointed).
+    for m in &steps {
+        writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize"))?;
+    }
+    let state_at = |step: u32, steps: &[StepMetrics], tool_stats: &BTreeMap<String, u64>| TrainerState {
+        step,
+        config: config.clone(),
+        steps: steps.to_vec(),
+        before: before.clone(),
+        tool_stats: tool_stats.clone(),
+        wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
+    };
     let (p, g) = (config.trainer.prompts as usize, config.trainer.group_size as usize);
-    for step in 0..config.trainer.steps {
+    for step in first_step..config.trainer.steps {
         let t0 = Instant::now();
         let tasks: Vec<&Task> = (0..p).map(|j| &train_tasks[order[(step as usize * p + j) % order.len()]]).collect();
         let specs: Vec<(Task, usize)> =
@@ -138,11 +163,11 @@ pub fn train(
         steps.push(m);
         let every = config.trainer.checkpoint_every;
         if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
-            save(policy, &checkpoint_dir(out_dir, step + 1))?;
+            checkpoint::write(policy, out_dir, &format!("step-{:05}", step + 1), &state_at(step + 1, &steps, &tool_stats))?;
         }
     }
-    if config.output.checkpoints && config.trainer.steps > 0 {
-        save(policy, &out_dir.join("checkpoints").join("final"))?;
+    if config.output.checkpoints && config.trainer.steps > first_step {
+        checkpoint::write(policy, out_dir, "final", &state_at(config.trainer.steps, &steps, &tool_stats))?;
     }
 
     let after = if eval_n > 0 {
@@ -172,7 +197,7 @@ pub fn train(
         after,
         difference,
         tool_stats,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
     };
     let results = out_dir.join("results.json");
     std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes"))?;
@@ -260,16 +285,6 @@ fn eval_line(when: &str, e: &Evaluation) -> String {
         "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {} episodes, {} tasks)",
         s.pass_at_1, s.ci.lo, s.ci.hi, s.correct, s.episodes, s.tasks
     )
-}
-
-fn checkpoint_dir(out: &Path, step: u32) -> PathBuf {
-    out.join("checkpoints").join(format!("step-{step:05}"))
-}
-
-fn save(policy: &dyn TrainablePolicy, dir: &Path) -> Result<(), TrainError> {
-    std::fs::create_dir_all(dir)?;
-    policy.save(dir)?;
-    Ok(())
 }
 
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).

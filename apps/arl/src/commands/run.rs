@@ -28,7 +28,15 @@ impl Run {
         let out_dir = PathBuf::from(&config.output.dir);
         std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
         std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
-        let mut log_file = std::fs::File::create(out_dir.join("run.log"))?;
+        // A resumed run continues the console log of the run it continues.
+        let log_path = out_dir.join("run.log");
+        let mut log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(config.trainer.resume)
+            .truncate(!config.trainer.resume)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
 
         let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
         let policy_device = TrainablePolicy::device(&policy);

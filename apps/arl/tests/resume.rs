@@ -1,0 +1,114 @@
+//! `arl run --resume` after a real SIGKILL: the killed run, resumed from its step-2
+//! checkpoint, reports the same step-3 metrics as a run that was never interrupted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_arl");
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("arl-resume-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Three steps on the tiny preset, a checkpoint after every step; `extra` flags last.
+fn command(out: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args([
+        "run", "--env", "sum", "--model", "tiny", "--steps", "3", "--prompts", "2", "--group-size", "2",
+        "--max-new-tokens", "4", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
+        "--set", "trainer.checkpoint_every=1", "--out",
+    ])
+    .arg(out)
+    .args(extra)
+    .stdin(Stdio::null());
+    c
+}
+
+fn run(out: &Path, extra: &[&str]) -> Output {
+    command(out, extra).output().expect("arl runs")
+}
+
+fn steps(out: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(out.join("results.json")).expect("results.json");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["steps"].as_array().unwrap().clone()
+}
+
+/// The metrics that do not depend on the clock.
+const DETERMINISTIC: &[&str] = &[
+    "reward_mean", "pass_rate", "loss", "grad_norm", "logprob_gap_mean", "logprob_gap_max", "ratio_mean",
+    "clip_frac_high", "clip_frac_low", "entropy", "policy_tokens", "lr", "episodes", "truncated_frac",
+];
+
+fn assert_same_metrics(a: &serde_json::Value, b: &serde_json::Value) {
+    for key in DETERMINISTIC {
+        let (x, y) = (&a[key], &b[key]);
+        match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-7 * x.abs().max(1.0), "{key}: {x} vs {y}"),
+            _ => assert_eq!(x, y, "{key}"),
+        }
+    }
+}
+
+#[test]
+fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
+    let a = out_dir("a");
+    let done = run(&a, &[]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let uninterrupted = steps(&a);
+    assert_eq!(uninterrupted.len(), 3);
+
+    // Run B: SIGKILL as soon as its step-2 checkpoint is in place.
+    let b = out_dir("b");
+    let mut child = command(&b, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let marker = b.join("checkpoints/step-00002/trainer_state.json");
+    let t0 = Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(300), "no step-2 checkpoint");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("run B ended before the kill: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!b.join("results.json").exists());
+    // Should the child have outrun the poll, forget what it wrote after step 2, so the
+    // resume below always starts at step 3.
+    for later in ["step-00003", "final"] {
+        let _ = std::fs::remove_dir_all(b.join("checkpoints").join(later));
+    }
+
+    let resumed = run(&b, &["--resume"]);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(log.contains("after step 2"), "{log}");
+    let after = steps(&b);
+    assert_eq!(after.len(), 3);
+    for (x, y) in uninterrupted.iter().zip(&after) {
+        assert_same_metrics(x, y);
+    }
+    let metrics_lines = std::fs::read_to_string(b.join("metrics.jsonl")).unwrap().lines().count();
+    assert_eq!(metrics_lines, 3);
+    assert!(b.join("checkpoints/final/optimizer.safetensors").exists());
+
+    // A changed key that matters is refused, by name.
+    let changed = run(&b, &["--resume", "--set", "trainer.lr=2e-3"]);
+    let err = String::from_utf8_lossy(&changed.stderr);
+    assert!(!changed.status.success() && err.contains("`trainer.lr`"), "{err}");
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+#[test]
+fn resume_without_a_checkpoint_says_so() {
+    let dir = out_dir("none");
+    let out = run(&dir, &["--resume"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no checkpoint in"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
