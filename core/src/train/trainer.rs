@@ -15,11 +15,11 @@ use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
 use super::rollout::{RolloutOptions, rollout};
-use super::update::{UpdateOptions, update};
+use super::update::{UpdateOptions, update_with_reference};
 use crate::chat::ChatCodec;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
-use crate::policy::{SamplingParams, TrainablePolicy};
+use crate::policy::{Policy, SamplingParams, TrainablePolicy};
 use crate::{AdvantageFn, AdvantageInput, Env, Episode, RunConfig, Split, Task};
 
 /// The concrete pieces a run composes (built by name by the caller).
@@ -29,6 +29,8 @@ pub struct Parts<'a> {
     pub policy: &'a mut dyn TrainablePolicy,
     pub loss: &'a dyn PolicyLoss,
     pub advantage: &'a dyn AdvantageFn,
+    /// The frozen reference policy of a KL term (`loss.kl_coef > 0`), if any.
+    pub reference: Option<&'a dyn Policy>,
 }
 
 /// Where and with what a run ran (filled in by the caller).
@@ -74,7 +76,7 @@ pub fn train(
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
     std::fs::create_dir_all(out_dir)?;
-    let Parts { env, codec, policy, loss, advantage } = parts;
+    let Parts { env, codec, policy, loss, advantage, reference } = parts;
     let self_check = codec.self_check()?;
     log(&format!("chat self-check: {self_check}"));
 
@@ -150,7 +152,7 @@ pub fn train(
         let group_ids: Vec<usize> = episodes.iter().map(|e| e.group).collect();
         let advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
         let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
-        let upd = update(policy, loss, &episodes, &advantages, &opts)?;
+        let upd = update_with_reference(policy, reference, loss, &episodes, &advantages, &opts)?;
         progress(&format!("step {} update", step + 1), 1, 1);
         let mut m = step_metrics(step + 1, &episodes, p, &rstats, &upd, t0.elapsed().as_secs_f64());
         m.lr = opts.lr;
@@ -249,7 +251,8 @@ fn step_metrics(
         pass_rate: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
         zero_variance_groups: zero_var as f64 / groups.max(1) as f64,
         loss: u.loss_value,
-        entropy: u.loss.entropy,
+        entropy: u.entropy.or(u.loss.entropy),
+        ref_kl: u.ref_kl,
         clip_frac_high: u.loss.clip_frac_high,
         clip_frac_low: u.loss.clip_frac_low,
         ratio_mean: u.loss.ratio_mean,
@@ -265,6 +268,7 @@ fn step_metrics(
         rollout_seconds: r.seconds,
         update_seconds: u.seconds,
         step_seconds: seconds,
+        peak_rss_mb: super::metrics::peak_rss_mb(),
     }
 }
 

@@ -9,10 +9,11 @@ use anyhow::Context;
 use arl_chat::HfChatCodec;
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
-use arl_core::policy::TrainablePolicy;
+use arl_core::config::KlPlacement;
+use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_optim::OptimConfig;
-use arl_qwen3::QwenTrainer;
+use arl_qwen3::{QwenPolicy, QwenTrainer};
 
 use super::RunArgs;
 
@@ -38,7 +39,7 @@ impl Run {
             .open(&log_path)
             .with_context(|| format!("opening {}", log_path.display()))?;
 
-        let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+        let Built { env, codec, loss, advantage, mut policy, reference } = Built::new(&config)?;
         let policy_device = TrainablePolicy::device(&policy);
 
         let mut log = |line: &str| {
@@ -62,6 +63,7 @@ impl Run {
             policy: &mut policy,
             loss: loss.as_ref(),
             advantage: advantage.as_ref(),
+            reference: reference.as_ref().map(|r| r as &dyn Policy),
         };
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |stage: &str, done: usize, total: usize| {
@@ -91,6 +93,8 @@ pub struct Built {
     pub loss: Box<dyn PolicyLoss>,
     pub advantage: Box<dyn AdvantageFn>,
     pub policy: QwenTrainer,
+    /// The frozen KL reference (`loss.kl_coef > 0`): `model.reference`, else `model.source`.
+    pub reference: Option<QwenPolicy>,
 }
 
 impl Built {
@@ -105,7 +109,18 @@ impl Built {
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
         let policy = QwenTrainer::load(&config.model.source, &device, optim)
             .with_context(|| format!("loading model `{}`", config.model.source))?;
-        Ok(Self { env, codec, loss, advantage, policy })
+        let reference = if config.loss.kl_coef > 0.0 {
+            if config.loss.kl_placement == KlPlacement::Reward {
+                anyhow::bail!(
+                    "loss.kl_placement = \"reward\" is not supported by the trainer yet; use kl_placement = \"loss\" (the default)"
+                );
+            }
+            let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
+            Some(QwenPolicy::load(source, &device).with_context(|| format!("loading the reference model `{source}`"))?)
+        } else {
+            None
+        };
+        Ok(Self { env, codec, loss, advantage, policy, reference })
     }
 }
 
