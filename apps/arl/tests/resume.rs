@@ -1,11 +1,29 @@
 //! `arl run --resume` after a real SIGKILL: the killed run, resumed from its step-2
 //! checkpoint, reports the same step-3 metrics as a run that was never interrupted.
+//!
+//! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
+//! calls `arl_cli::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
+//! `CARGO_BIN_EXE_arl`: in a target directory shared by several worktrees that path is
+//! rebuilt by whichever tree built last; this test binary is this tree's own.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_arl");
+const ARGS_VAR: &str = "ARL_RESUME_CHILD_ARGS";
+
+/// Not a test of its own: the body of a child process (a no-op in a normal test run).
+#[test]
+fn child() {
+    let Ok(args) = std::env::var(ARGS_VAR) else { return };
+    arl_plugins::link();
+    let args: Vec<String> = serde_json::from_str(&args).unwrap();
+    let mut stdout = std::io::stdout();
+    if let Err(err) = arl_cli::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
+        arl_cli::report(&err);
+        std::process::exit(1);
+    }
+}
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("arl-resume-{name}-{}", std::process::id()));
@@ -15,15 +33,19 @@ fn out_dir(name: &str) -> PathBuf {
 
 /// Three steps on the tiny preset, a checkpoint after every step; `extra` flags last.
 fn command(out: &Path, extra: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args([
+    let mut args: Vec<String> = [
         "run", "--env", "sum", "--model", "tiny", "--steps", "3", "--prompts", "2", "--group-size", "2",
         "--max-new-tokens", "4", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
         "--set", "trainer.checkpoint_every=1", "--out",
-    ])
-    .arg(out)
-    .args(extra)
-    .stdin(Stdio::null());
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(out.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child", "--nocapture", "--test-threads", "1", "-q"])
+        .env(ARGS_VAR, serde_json::to_string(&args).unwrap())
+        .stdin(Stdio::null());
     c
 }
 
