@@ -12,6 +12,56 @@ use std::time::{Duration, Instant};
 
 const ARGS_VAR: &str = "ARL_RESUME_CHILD_ARGS";
 
+/// An env where a random model's episodes differ in reward (the fraction of lowercase ASCII
+/// letters in the reply), so every step has advantages, gradients and optimizer moments to
+/// get right. Registered in this test binary only.
+mod letters {
+    use std::sync::Arc;
+
+    use arl_core::config::EnvConfig;
+    use arl_core::{AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema};
+
+    struct Letters;
+
+    impl Env for Letters {
+        fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+            Ok((0..4).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
+        }
+        fn tools(&self) -> Vec<ToolSchema> {
+            vec![]
+        }
+        fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+            Ok(Box::new(Session(vec![Message::user(format!("say letters {}", task.id))])))
+        }
+    }
+
+    struct Session(Vec<Message>);
+
+    impl EnvSession for Session {
+        fn messages(&self) -> &[Message] {
+            &self.0
+        }
+        fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
+            Ok(Step::Done(grade(&turn.text)))
+        }
+        fn finish(&mut self) -> Result<Outcome, EnvError> {
+            Ok(grade(""))
+        }
+    }
+
+    fn grade(text: &str) -> Outcome {
+        let n = text.chars().count().max(1) as f64;
+        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
+        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
+    }
+
+    fn letters_env(_: &EnvConfig, _: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
+        Ok(Box::new(Letters))
+    }
+
+    arl_core::register!(EnvPlugin { name: "test-letters", about: "test stand-in", build: letters_env });
+}
+
 /// Not a test of its own: the body of a child process (a no-op in a normal test run).
 #[test]
 fn child() {
@@ -34,8 +84,8 @@ fn out_dir(name: &str) -> PathBuf {
 /// Three steps on the tiny preset, a checkpoint after every step; `extra` flags last.
 fn command(out: &Path, extra: &[&str]) -> Command {
     let mut args: Vec<String> = [
-        "run", "--env", "sum", "--model", "tiny", "--steps", "3", "--prompts", "2", "--group-size", "2",
-        "--max-new-tokens", "4", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
+        "run", "--env", "test-letters", "--model", "tiny", "--steps", "3", "--prompts", "2", "--group-size", "4",
+        "--max-new-tokens", "6", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
         "--set", "trainer.checkpoint_every=1", "--out",
     ]
     .map(String::from)
@@ -82,6 +132,10 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let uninterrupted = steps(&a);
     assert_eq!(uninterrupted.len(), 3);
+    // Not vacuous: the policy moved at every step.
+    for s in &uninterrupted {
+        assert!(s["grad_norm"].as_f64().unwrap() > 0.0, "{s}");
+    }
 
     // Run B: SIGKILL as soon as its step-2 checkpoint is in place.
     let b = out_dir("b");
