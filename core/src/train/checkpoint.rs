@@ -132,7 +132,8 @@ fn value_at(config: &RunConfig, key: &str) -> String {
 fn flatten(config: &RunConfig) -> BTreeMap<String, Value> {
     fn walk(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
         match v {
-            Value::Object(m) if !m.is_empty() => {
+            // An empty table has no keys (so a key added to it is named, not the table).
+            Value::Object(m) => {
                 for (k, v) in m {
                     walk(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v, out);
                 }
