@@ -217,3 +217,17 @@ fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
     let again = update_with_reference(&mut b, Some(&reference), with_kl.as_ref(), &episodes, &advantages, &opts).unwrap();
     assert!(again.ref_kl.unwrap() > 0.0, "{:?}", again.ref_kl);
 }
+
+/// An entropy bonus gets its entropy (with gradients) from the update.
+#[test]
+fn an_entropy_bonus_runs_in_the_update() {
+    arl_plugins::link();
+    let loss = (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig { entropy_coef: 0.01, ..LossConfig::default() }).unwrap();
+    let env = Letters;
+    let mut policy = trainer();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(1).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut policy, &specs, &rollout_opts(5), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-3, aggregation: Aggregation::TokenMean, horizon: None };
+    let m = update(&mut policy, loss.as_ref(), &episodes, &[1.0, -1.0], &opts).unwrap();
+    assert!(m.loss.entropy.unwrap() > 0.0 && m.optimizer_steps == 1, "{m:?}");
+}

@@ -178,7 +178,7 @@ pub fn update_with_reference(
                 }
                 let seqs: Vec<Vec<u32>> = rows.iter().map(|&i| episodes[i].ids.clone()).collect();
                 let positions: Vec<Vec<usize>> = rows.iter().map(|&i| policy_positions(&episodes[i])).collect();
-                let scores = policy.score_with_grad(&seqs, Some(&positions), false)?;
+                let scores = policy.score_with_grad(&seqs, Some(&positions), loss.needs_entropy())?;
                 let w = scores.logprobs.dims()[1];
                 let build = |f: &dyn Fn(usize, usize) -> f32| -> T2 {
                     let mut v = vec![0.0f32; rows.len() * w];

@@ -39,7 +39,8 @@ impl Run {
             .open(&log_path)
             .with_context(|| format!("opening {}", log_path.display()))?;
 
-        let Built { env, codec, loss, advantage, mut policy, reference } = Built::new(&config)?;
+        let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+        let reference = load_reference(&config)?;
         let policy_device = TrainablePolicy::device(&policy);
 
         let mut log = |line: &str| {
@@ -93,8 +94,6 @@ pub struct Built {
     pub loss: Box<dyn PolicyLoss>,
     pub advantage: Box<dyn AdvantageFn>,
     pub policy: QwenTrainer,
-    /// The frozen KL reference (`loss.kl_coef > 0`): `model.reference`, else `model.source`.
-    pub reference: Option<QwenPolicy>,
 }
 
 impl Built {
@@ -109,19 +108,23 @@ impl Built {
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
         let policy = QwenTrainer::load(&config.model.source, &device, optim)
             .with_context(|| format!("loading model `{}`", config.model.source))?;
-        let reference = if config.loss.kl_coef > 0.0 {
-            if config.loss.kl_placement == KlPlacement::Reward {
-                anyhow::bail!(
-                    "loss.kl_placement = \"reward\" is not supported by the trainer yet; use kl_placement = \"loss\" (the default)"
-                );
-            }
-            let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
-            Some(QwenPolicy::load(source, &device).with_context(|| format!("loading the reference model `{source}`"))?)
-        } else {
-            None
-        };
-        Ok(Self { env, codec, loss, advantage, policy, reference })
+        Ok(Self { env, codec, loss, advantage, policy })
     }
+}
+
+/// The frozen KL reference when `loss.kl_coef > 0`: `model.reference`, else `model.source`
+/// (the initial policy, also when resuming), on the policy's device without autodiff.
+fn load_reference(config: &RunConfig) -> anyhow::Result<Option<QwenPolicy>> {
+    if config.loss.kl_coef <= 0.0 {
+        return Ok(None);
+    }
+    if config.loss.kl_placement == KlPlacement::Reward {
+        anyhow::bail!("loss.kl_placement = \"reward\" is not supported by the trainer yet; use kl_placement = \"loss\" (the default)");
+    }
+    let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
+    let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
+    let reference = QwenPolicy::load(source, &device).with_context(|| format!("loading the reference model `{source}`"))?;
+    Ok(Some(reference))
 }
 
 /// The source tree's commit, when `git` and a checkout are there.
