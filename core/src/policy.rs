@@ -131,4 +131,10 @@ pub trait TrainablePolicy: Policy {
     fn load_state(&mut self, dir: &std::path::Path) -> Result<(), PolicyError> {
         Err(PolicyError(format!("this policy cannot resume training from {}", dir.display())))
     }
+
+    /// Delete what [`TrainablePolicy::save_state`] wrote beyond the weights (the optimizer
+    /// state, often twice the weights' size) from an older checkpoint; the weights stay.
+    fn drop_state(&self, _dir: &std::path::Path) -> Result<(), PolicyError> {
+        Ok(())
+    }
 }

@@ -84,8 +84,8 @@ fn out_dir(name: &str) -> PathBuf {
 /// Three steps on the tiny preset, a checkpoint after every step; `extra` flags last.
 fn command(out: &Path, extra: &[&str]) -> Command {
     let mut args: Vec<String> = [
-        "run", "--env", "test-letters", "--model", "tiny", "--steps", "3", "--prompts", "2", "--group-size", "4",
-        "--max-new-tokens", "6", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
+        "run", "--env", "test-letters", "--model", "tiny", "--steps", "3", "--prompts", "1", "--group-size", "4",
+        "--max-new-tokens", "4", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
         "--set", "trainer.checkpoint_every=1", "--out",
     ]
     .map(String::from)
@@ -127,17 +127,10 @@ fn assert_same_metrics(a: &serde_json::Value, b: &serde_json::Value) {
 
 #[test]
 fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
+    // Run A, uninterrupted, alongside run B, which is SIGKILLed as soon as its step-2
+    // checkpoint is in place.
     let a = out_dir("a");
-    let done = run(&a, &[]);
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let uninterrupted = steps(&a);
-    assert_eq!(uninterrupted.len(), 3);
-    // Not vacuous: the policy moved at every step.
-    for s in &uninterrupted {
-        assert!(s["grad_norm"].as_f64().unwrap() > 0.0, "{s}");
-    }
-
-    // Run B: SIGKILL as soon as its step-2 checkpoint is in place.
+    let run_a = command(&a, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let b = out_dir("b");
     let mut child = command(&b, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let marker = b.join("checkpoints/step-00002/trainer_state.json");
@@ -151,17 +144,22 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    assert!(!b.join("results.json").exists());
-    // Should the child have outrun the poll, forget what it wrote after step 2, so the
-    // resume below always starts at step 3.
-    for later in ["step-00003", "final"] {
-        let _ = std::fs::remove_dir_all(b.join("checkpoints").join(later));
+    let done = run_a.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let uninterrupted = steps(&a);
+    assert_eq!(uninterrupted.len(), 3);
+    // Not vacuous: the policy moved at every step.
+    for s in &uninterrupted {
+        assert!(s["grad_norm"].as_f64().unwrap() > 0.0, "{s}");
     }
+    assert!(!b.join("results.json").exists());
+    // (Should the child ever outrun the poll, the resume starts from its newest checkpoint.)
+    let killed_after_step_2 = !b.join("checkpoints/step-00003").exists();
 
     let resumed = run(&b, &["--resume"]);
     let log = String::from_utf8_lossy(&resumed.stdout);
     assert!(resumed.status.success(), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
-    assert!(log.contains("after step 2"), "{log}");
+    assert!(log.contains("after step 2") || !killed_after_step_2, "{log}");
     let after = steps(&b);
     assert_eq!(after.len(), 3);
     for (x, y) in uninterrupted.iter().zip(&after) {
@@ -170,6 +168,10 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     let metrics_lines = std::fs::read_to_string(b.join("metrics.jsonl")).unwrap().lines().count();
     assert_eq!(metrics_lines, 3);
     assert!(b.join("checkpoints/final/optimizer.safetensors").exists());
+    for older in ["step-00001", "step-00002", "step-00003"] {
+        let dir = b.join("checkpoints").join(older);
+        assert!(dir.join("model.safetensors").exists() && !dir.join("optimizer.safetensors").exists(), "{older}");
+    }
 
     // A changed key that matters is refused, by name.
     let changed = run(&b, &["--resume", "--set", "trainer.lr=2e-3"]);

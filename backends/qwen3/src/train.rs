@@ -93,6 +93,13 @@ impl TrainablePolicy for QwenTrainer {
         self.model = Some(model);
         Ok(())
     }
+
+    fn drop_state(&self, dir: &Path) -> Result<(), PolicyError> {
+        match std::fs::remove_file(dir.join(OPTIMIZER_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PolicyError(format!("{}: {e}", dir.display()))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The optimizer state inside a checkpoint directory.

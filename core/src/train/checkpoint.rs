@@ -2,7 +2,9 @@
 //!
 //! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps) and
 //! `<out>/checkpoints/final/`, each holding the policy's [`TrainablePolicy::save_state`]
-//! (HF weights + optimizer state) and `trainer_state.json` ([`TrainerState`]). A checkpoint
+//! (HF weights + optimizer state) and `trainer_state.json` ([`TrainerState`]); once a newer
+//! one is in place, an older one keeps only its weights and `trainer_state.json`
+//! ([`TrainablePolicy::drop_state`]), since resume starts from the newest. A checkpoint
 //! is written into `checkpoints/.tmp-<name>/` and renamed into place, so a kill mid-write
 //! leaves only a dot-directory that [`latest`] ignores.
 //!
@@ -67,6 +69,14 @@ pub fn write(policy: &dyn TrainablePolicy, out: &Path, name: &str, state: &Train
     std::fs::rename(&tmp, &dir)?;
     if old.exists() {
         std::fs::remove_dir_all(&old)?;
+    }
+    // Only the newest checkpoint keeps the optimizer state: resume needs no other.
+    for entry in std::fs::read_dir(&root)? {
+        let other = entry?.path();
+        let hidden = other.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if other != dir && !hidden && other.join(STATE_FILE).is_file() {
+            policy.drop_state(&other)?;
+        }
     }
     Ok(dir)
 }
