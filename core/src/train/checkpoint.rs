@@ -95,7 +95,9 @@ pub fn latest(out: &Path) -> Result<Option<(PathBuf, TrainerState)>, TrainError>
         let text = std::fs::read_to_string(dir.join(STATE_FILE))?;
         let state: TrainerState = serde_json::from_str(&text)
             .map_err(|e| TrainError::Other(format!("checkpoint {}: unreadable {STATE_FILE}: {e}", dir.display())))?;
-        if best.as_ref().is_none_or(|(_, b)| state.step > b.step) {
+        // On a tie `final` wins: it is written after `step-NNNNN` of the same step, which
+        // then lost its optimizer state.
+        if best.as_ref().is_none_or(|(_, b)| state.step > b.step || (state.step == b.step && name == "final")) {
             best = Some((dir, state));
         }
     }
@@ -180,5 +182,27 @@ mod tests {
         let mut opts = saved.clone();
         opts.env.options.insert("heldout_tasks".into(), 3.into());
         assert_eq!(differing_key(&saved, &opts).as_deref(), Some("env.options.heldout_tasks"));
+    }
+
+    fn put(root: &Path, name: &str, step: u32) {
+        let dir = root.join("checkpoints").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = TrainerState { step, config: RunConfig::default(), steps: vec![], before: None, tool_stats: BTreeMap::new(), wall_seconds: 0.0 };
+        std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn latest_takes_the_most_steps_prefers_final_on_a_tie_and_skips_partial_writes() {
+        let root = std::env::temp_dir().join(format!("arl-latest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(latest(&root).unwrap().is_none());
+        put(&root, "step-00002", 2);
+        put(&root, ".tmp-step-00004", 4);
+        std::fs::create_dir_all(root.join("checkpoints/step-00003")).unwrap(); // no state file
+        assert!(latest(&root).unwrap().unwrap().0.ends_with("step-00002"));
+        put(&root, "final", 3);
+        put(&root, "step-00003", 3);
+        assert!(latest(&root).unwrap().unwrap().0.ends_with("final"));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

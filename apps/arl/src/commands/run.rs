@@ -28,7 +28,10 @@ impl Run {
         let config = self.args.resolve_with_context()?;
         let out_dir = PathBuf::from(&config.output.dir);
         std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
-        std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
+        if !config.trainer.resume {
+            // A resumed run keeps the file of the run it continues (same config but `resume`).
+            std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
+        }
         // A resumed run continues the console log of the run it continues.
         let log_path = out_dir.join("run.log");
         let mut log_file = std::fs::OpenOptions::new()
