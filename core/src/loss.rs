@@ -116,6 +116,11 @@ pub trait PolicyLoss: Send + Sync {
     fn zero_advantage_rows_vanish(&self) -> bool {
         false
     }
+    /// True when the loss uses `LossInput::entropy` (an entropy bonus), so the update must
+    /// score entropy with gradients.
+    fn needs_entropy(&self) -> bool {
+        false
+    }
 }
 
 /// How per-token terms become one scalar (SPEC.md §5.3). N counts the rows of the minibatch

@@ -118,4 +118,23 @@ pub trait TrainablePolicy: Policy {
 
     /// Write the weights as a checkpoint directory (HF layout).
     fn save(&self, dir: &std::path::Path) -> Result<(), PolicyError>;
+
+    /// Write everything needed to continue training into `dir`: the weights (as
+    /// [`TrainablePolicy::save`]) and the optimizer state. The default has no optimizer
+    /// state to save, so such a policy cannot be resumed exactly.
+    fn save_state(&self, dir: &std::path::Path) -> Result<(), PolicyError> {
+        self.save(dir)
+    }
+
+    /// Restore weights and optimizer state written by [`TrainablePolicy::save_state`], so the
+    /// next step is the one an uninterrupted run would have taken.
+    fn load_state(&mut self, dir: &std::path::Path) -> Result<(), PolicyError> {
+        Err(PolicyError(format!("this policy cannot resume training from {}", dir.display())))
+    }
+
+    /// Delete what [`TrainablePolicy::save_state`] wrote beyond the weights (the optimizer
+    /// state, often twice the weights' size) from an older checkpoint; the weights stay.
+    fn drop_state(&self, _dir: &std::path::Path) -> Result<(), PolicyError> {
+        Ok(())
+    }
 }

@@ -115,4 +115,8 @@ impl PolicyLoss for Loss {
         let s = &self.settings;
         s.family != Family::Dro && !(s.kl_coef > 0.0 && s.kl_in_loss) && s.entropy_coef == 0.0
     }
+
+    fn needs_entropy(&self) -> bool {
+        self.settings.entropy_coef > 0.0
+    }
 }

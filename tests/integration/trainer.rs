@@ -7,7 +7,7 @@ use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
 use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect};
 use arl_core::train::rollout::{RolloutOptions, rollout};
-use arl_core::train::update::{UpdateOptions, policy_positions, recompute_logprobs, update};
+use arl_core::train::update::{UpdateOptions, policy_positions, recompute_logprobs, update, update_with_reference};
 use arl_core::{
     AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task,
     ToolSchema,
@@ -184,6 +184,8 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     assert_eq!(results["steps"].as_array().unwrap().len(), 1);
     assert_eq!(results["before"]["summary"]["tasks"], 2);
     assert!(results["difference"]["ci"]["lo"].is_number());
+    let step = &results["steps"][0];
+    assert!(step["entropy"].as_f64().unwrap() > 0.0 && step["peak_rss_mb"].as_f64().unwrap() > 0.0, "{step}");
     assert!(dir.join("checkpoints/final/config.json").exists());
     assert!(dir.join("metrics.jsonl").exists() && dir.join("run.log").exists());
     std::fs::remove_dir_all(&dir).unwrap();
@@ -349,4 +351,48 @@ fn a_bf16_policy_samples_and_takes_finite_update_steps() {
     assert!(m.grad_norm_mean.is_finite() && m.grad_norm_mean > 0.0 && m.loss_value.is_finite(), "{m:?}");
     let after = recompute_logprobs(&p, &episodes, 4).unwrap();
     assert_ne!(before, after, "the bf16 step moved the weights");
+}
+
+/// `loss.kl_coef > 0` with a frozen reference: the KL to it is 0 before the first update,
+/// the term changes the update, and the KL grows once the policy moves.
+#[test]
+fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
+    arl_plugins::link();
+    let build = |kl_coef: f64| {
+        (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig { kl_coef, ..LossConfig::default() }).unwrap()
+    };
+    let (plain, with_kl) = (build(0.0), build(1.0));
+    let env = Letters;
+    let reference = arl_qwen3::QwenPolicy::load("tiny-vocab512", &arl_qwen3::cpu()).unwrap();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let mut a = trainer();
+    let (episodes, _) = rollout(&env, &Bytes, &mut a, &specs, &rollout_opts(11), &mut |_, _| {}).unwrap();
+    let advantages = [1.0, -1.0, 1.0, -1.0];
+    // Two minibatches: the second one sees a policy that already moved away from the reference.
+    let opts = UpdateOptions { epochs: 1, minibatches: 2, micro: None, lr: 5e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let mut b = trainer();
+    let ma = update_with_reference(&mut a, None, plain.as_ref(), &episodes, &advantages, &opts).unwrap();
+    let mb = update_with_reference(&mut b, Some(&reference), with_kl.as_ref(), &episodes, &advantages, &opts).unwrap();
+    assert_eq!(ma.ref_kl, None);
+    assert_eq!(mb.ref_kl, Some(0.0), "the reference is the initial policy");
+    assert!(mb.entropy.unwrap() > 0.0);
+    let (la, lb) = (recompute_logprobs(&a, &episodes, 4).unwrap(), recompute_logprobs(&b, &episodes, 4).unwrap());
+    let diff: f32 = la.iter().flatten().zip(lb.iter().flatten()).map(|(x, y)| (x - y).abs()).sum();
+    assert!(diff > 1e-4, "the KL term did not change the update ({diff})");
+    let again = update_with_reference(&mut b, Some(&reference), with_kl.as_ref(), &episodes, &advantages, &opts).unwrap();
+    assert!(again.ref_kl.unwrap() > 0.0, "{:?}", again.ref_kl);
+}
+
+/// An entropy bonus gets its entropy (with gradients) from the update.
+#[test]
+fn an_entropy_bonus_runs_in_the_update() {
+    arl_plugins::link();
+    let loss = (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig { entropy_coef: 0.01, ..LossConfig::default() }).unwrap();
+    let env = Letters;
+    let mut policy = trainer();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(1).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut policy, &specs, &rollout_opts(5), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-3, aggregation: Aggregation::TokenMean, horizon: None };
+    let m = update(&mut policy, loss.as_ref(), &episodes, &[1.0, -1.0], &opts).unwrap();
+    assert!(m.loss.entropy.unwrap() > 0.0 && m.optimizer_steps == 1, "{m:?}");
 }

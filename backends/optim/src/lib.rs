@@ -10,10 +10,15 @@
 //! - AdamW with torch's defaults (β = (0.9, 0.999), ε = 1e-8) and weight decay off by
 //!   default (burn's own defaults are ε = 1e-5 and decay 1e-4).
 //!
+//! - The AdamW moments are saved and restored by parameter order ([`Optim::save_state`],
+//!   [`Optim::load_state`]), since a module reloaded from safetensors has new `ParamId`s.
+//!
 //! It knows nothing about models, losses or RL.
 
 mod clip;
 mod optim;
+mod state;
 
 pub use clip::{clip_global_norm, global_grad_norm};
 pub use optim::{Optim, OptimConfig, StepStats};
+pub use state::StateError;

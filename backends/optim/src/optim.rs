@@ -38,8 +38,8 @@ pub struct StepStats {
 }
 
 pub struct Optim<M: AutodiffModule<Dispatch>> {
-    config: OptimConfig,
-    adamw: OptimizerAdaptor<AdamW, M, Dispatch>,
+    pub(crate) config: OptimConfig,
+    pub(crate) adamw: OptimizerAdaptor<AdamW, M, Dispatch>,
     accumulated: GradientsAccumulator<M>,
     micro_batches: u32,
 }

@@ -115,4 +115,31 @@ impl TrainablePolicy for QwenTrainer {
     fn save(&self, dir: &Path) -> Result<(), PolicyError> {
         self.inference().save_dir(dir).map_err(err)
     }
+
+    /// The weights (HF layout) plus `optimizer.safetensors` (AdamW moments by parameter
+    /// order, see arl-optim).
+    fn save_state(&self, dir: &Path) -> Result<(), PolicyError> {
+        self.save(dir)?;
+        self.optim.save_state(self.model(), &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))
+    }
+
+    /// Reload the weights from `dir` on the same device (new parameter ids) and map the
+    /// optimizer moments onto them by parameter order.
+    fn load_state(&mut self, dir: &Path) -> Result<(), PolicyError> {
+        let device = self.model().device();
+        let model = crate::Qwen3::load_dir(dir, &device).map_err(err)?;
+        self.optim.load_state(&model, &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))?;
+        self.model = Some(model);
+        Ok(())
+    }
+
+    fn drop_state(&self, dir: &Path) -> Result<(), PolicyError> {
+        match std::fs::remove_file(dir.join(OPTIMIZER_FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PolicyError(format!("{}: {e}", dir.display()))),
+            _ => Ok(()),
+        }
+    }
 }
+
+/// The optimizer state inside a checkpoint directory.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";

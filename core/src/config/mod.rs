@@ -132,11 +132,14 @@ pub struct ModelConfig {
     /// `scripts/setup/qwen3-tokenizer.sh` (`$ARL_QWEN3_TOKENIZER_DIR` or
     /// `~/.cache/arl/assets/qwen3-tokenizer`).
     pub tokenizer: Option<String>,
+    /// The frozen reference policy of the KL term (`loss.kl_coef > 0`), as `source` is
+    /// given. Unset: `source` itself (the initial policy, also when resuming).
+    pub reference: Option<String>,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None }
+        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None, reference: None }
     }
 }
 

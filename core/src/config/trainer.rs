@@ -29,7 +29,8 @@ pub struct TrainerConfig {
     pub grad_clip: f64,
     pub weight_decay: f64,
     pub seed: u64,
-    /// Save a checkpoint every this many steps (0: only the final one).
+    /// Save a checkpoint every this many steps (0: only the final one). A resumed run
+    /// restarts after the last one, so 1 loses at most the step in progress.
     pub checkpoint_every: u32,
     /// Dynamic sampling (DAPO): roll out fresh tasks up to this many times per step until
     /// `prompts` groups have reward variance; 1 samples once. Above 1 implies
@@ -47,6 +48,9 @@ pub struct TrainerConfig {
     /// Recompute activations in the backward pass instead of storing them (burn's balanced
     /// checkpointing): less memory, more compute.
     pub gradient_checkpointing: bool,
+    /// Continue from the last checkpoint in `output.dir` (`--resume`): weights, optimizer
+    /// state, metrics so far; the configuration must match the checkpoint's.
+    pub resume: bool,
 }
 
 impl Default for TrainerConfig {
@@ -73,6 +77,7 @@ impl Default for TrainerConfig {
             overlong_buffer: 0,
             overlong_penalty: 1.0,
             gradient_checkpointing: false,
+            resume: false,
         }
     }
 }

@@ -25,7 +25,11 @@ pub struct StepMetrics {
     /// Truncated episodes left out of the loss (`mask_truncated`).
     pub masked_truncated: usize,
     pub loss: f64,
+    /// Mean next-token entropy of the policy over the step's policy tokens, before the update.
     pub entropy: Option<f64>,
+    /// Mean k3 estimate of KL(π_θ‖π_ref) over the step's policy tokens, before the update
+    /// (with a reference policy: `loss.kl_coef > 0`).
+    pub ref_kl: Option<f64>,
     pub clip_frac_high: f64,
     pub clip_frac_low: f64,
     pub ratio_mean: f64,
@@ -43,12 +47,26 @@ pub struct StepMetrics {
     pub rollout_seconds: f64,
     pub update_seconds: f64,
     pub step_seconds: f64,
+    /// The process's peak resident memory so far, MiB (getrusage; unix). On a GPU device
+    /// this is host memory only: burn 0.21 exposes no device-memory statistic through
+    /// `Dispatch`.
+    pub peak_rss_mb: Option<f64>,
 }
 
 impl StepMetrics {
     /// The console line.
     pub fn line(&self) -> String {
-        format!(
+        let mut extra = String::new();
+        if let Some(h) = self.entropy {
+            extra += &format!("  ent {h:.3}");
+        }
+        if let Some(kl) = self.ref_kl {
+            extra += &format!("  kl {kl:.1e}");
+        }
+        if let Some(mb) = self.peak_rss_mb {
+            extra += &format!("  rss {mb:.0} MiB");
+        }
+        let line = format!(
             "step {:>3}  reward {:.3}  pass {:.3}  zero-var {:.2} (skipped {:.2}, {} rounds)  loss {:+.4}  clip {:.3}/{:.3}  gap {:.1e}/{:.1e}  \
              gnorm {:.3}  trunc {:.2}  malformed {:.2}  gen {:.0} tok/s  upd {:.0} tok/s  {:.1}s",
             self.step,
@@ -68,6 +86,39 @@ impl StepMetrics {
             self.generate_tokens_per_s,
             self.update_tokens_per_s,
             self.step_seconds,
-        )
+        );
+        line + &extra
+    }
+}
+
+/// The process's peak resident set size in MiB (`getrusage(RUSAGE_SELF)`), where the OS
+/// reports it.
+pub fn peak_rss_mb() -> Option<f64> {
+    #[cfg(unix)]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a `rusage` into the pointer it is given.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: rc == 0, so the struct was written.
+        let max = unsafe { usage.assume_init() }.ru_maxrss as f64;
+        // Linux reports KiB, macOS bytes.
+        let bytes = if cfg!(target_os = "macos") { max } else { max * 1024.0 };
+        Some(bytes / (1024.0 * 1024.0))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn peak_rss_is_reported_and_plausible() {
+        let mb = super::peak_rss_mb().expect("unix reports it");
+        assert!(mb > 1.0 && mb < 1e6, "{mb}");
     }
 }

@@ -1,9 +1,11 @@
 //! The RL loop, written only against arl-core's traits: [`rollout`] samples episodes
 //! token-in/token-out, [`update`] turns them into gradient steps, [`eval`] measures pass@1 on
-//! held-out tasks, and [`trainer`] composes them into a run. Each is a public building block,
-//! so a researcher can write their own loop; `arl run` is only the default composition.
+//! held-out tasks, [`checkpoint`] saves and resumes a run, and [`trainer`] composes them into
+//! a run. Each is a public building block, so a researcher can write their own loop; `arl run`
+//! is only the default composition.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod eval;
 pub mod metrics;
 pub mod rollout;

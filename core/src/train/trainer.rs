@@ -4,22 +4,23 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
 use super::batch::{BatchOptions, Overlong, collect};
 use super::rollout::RolloutOptions;
-use super::update::{UpdateOptions, update};
+use super::update::{UpdateOptions, update_with_reference};
 use crate::chat::ChatCodec;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
-use crate::policy::{SamplingParams, TrainablePolicy};
+use crate::policy::{Policy, SamplingParams, TrainablePolicy};
 use crate::{AdvantageFn, Env, Episode, RunConfig, Split, Task};
 
 /// The concrete pieces a run composes (built by name by the caller).
@@ -29,6 +30,8 @@ pub struct Parts<'a> {
     pub policy: &'a mut dyn TrainablePolicy,
     pub loss: &'a dyn PolicyLoss,
     pub advantage: &'a dyn AdvantageFn,
+    /// The frozen reference policy of a KL term (`loss.kl_coef > 0`), if any.
+    pub reference: Option<&'a dyn Policy>,
 }
 
 /// Where and with what a run ran (filled in by the caller).
@@ -74,7 +77,7 @@ pub fn train(
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
     std::fs::create_dir_all(out_dir)?;
-    let Parts { env, codec, policy, loss, advantage } = parts;
+    let Parts { env, codec, policy, loss, advantage, reference } = parts;
     let self_check = codec.self_check()?;
     log(&format!("chat self-check: {self_check}"));
 
@@ -84,7 +87,16 @@ pub fn train(
     let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
     let eval_n = config.eval.n as usize;
 
-    let before = if eval_n > 0 {
+    let resumed = if config.trainer.resume {
+        let (dir, state) = checkpoint::resume(policy, out_dir, config)?;
+        log(&format!("resumed from {} after step {}", dir.display(), state.step));
+        Some(state)
+    } else {
+        None
+    };
+    let before = if let Some(state) = &resumed {
+        state.before.clone()
+    } else if eval_n > 0 {
         log(&format!("eval before: {} episodes per held-out task", eval_n));
         let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval before", d, t))?;
         log(&eval_line("before", &e));
@@ -108,11 +120,27 @@ pub fn train(
     };
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path)?;
-    let mut steps = Vec::new();
-    let mut tool_stats = BTreeMap::new();
+    let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used) = match resumed {
+        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used),
+        None => (0, Vec::new(), BTreeMap::new(), 0.0, 0),
+    };
+    // A resumed run rewrites the lines of the steps it keeps (a killed process may have
+    // logged a step it never checkpointed).
+    for m in &steps {
+        writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize"))?;
+    }
+    let state_at = |step: u32, steps: &[StepMetrics], tool_stats: &BTreeMap<String, u64>, tasks_used: usize| TrainerState {
+        step,
+        config: config.clone(),
+        steps: steps.to_vec(),
+        before: before.clone(),
+        tool_stats: tool_stats.clone(),
+        wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
+        tasks_used,
+    };
     // The data position: tasks are handed out in `order`, round after round.
-    let mut cursor = 0usize;
-    for step in 0..config.trainer.steps {
+    let mut cursor = tasks_used;
+    for step in first_step..config.trainer.steps {
         let t0 = Instant::now();
         let opts = RolloutOptions {
             sampling: SamplingParams { seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9), ..rollout_opts.sampling.clone() },
@@ -127,7 +155,7 @@ pub fn train(
         let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, &mut |d, t| progress(&stage, d, t))?;
         progress(&format!("step {} update", step + 1), 0, 1);
         let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
-        let upd = update(policy, loss, &batch.train, &batch.advantages, &opts)?;
+        let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
         progress(&format!("step {} update", step + 1), 1, 1);
         let episodes = &batch.sampled;
         let rstats = &batch.rollout;
@@ -142,11 +170,11 @@ pub fn train(
         steps.push(m);
         let every = config.trainer.checkpoint_every;
         if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
-            save(policy, &checkpoint_dir(out_dir, step + 1))?;
+            checkpoint::write(policy, out_dir, &format!("step-{:05}", step + 1), &state_at(step + 1, &steps, &tool_stats, cursor))?;
         }
     }
-    if config.output.checkpoints && config.trainer.steps > 0 {
-        save(policy, &out_dir.join("checkpoints").join("final"))?;
+    if config.output.checkpoints && config.trainer.steps > first_step {
+        checkpoint::write(policy, out_dir, "final", &state_at(config.trainer.steps, &steps, &tool_stats, cursor))?;
     }
 
     let after = if eval_n > 0 {
@@ -176,7 +204,7 @@ pub fn train(
         after,
         difference,
         tool_stats,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
     };
     let results = out_dir.join("results.json");
     std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes"))?;
@@ -258,7 +286,8 @@ fn step_metrics(
         overlong_penalty_mean: b.overlong_penalty_mean,
         masked_truncated: b.masked_truncated,
         loss: u.loss_value,
-        entropy: u.loss.entropy,
+        entropy: u.entropy.or(u.loss.entropy),
+        ref_kl: u.ref_kl,
         clip_frac_high: u.loss.clip_frac_high,
         clip_frac_low: u.loss.clip_frac_low,
         ratio_mean: u.loss.ratio_mean,
@@ -274,6 +303,7 @@ fn step_metrics(
         rollout_seconds: r.seconds,
         update_seconds: u.seconds,
         step_seconds: seconds,
+        peak_rss_mb: super::metrics::peak_rss_mb(),
     }
 }
 
@@ -294,16 +324,6 @@ fn eval_line(when: &str, e: &Evaluation) -> String {
         "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {} episodes, {} tasks)",
         s.pass_at_1, s.ci.lo, s.ci.hi, s.correct, s.episodes, s.tasks
     )
-}
-
-fn checkpoint_dir(out: &Path, step: u32) -> PathBuf {
-    out.join("checkpoints").join(format!("step-{step:05}"))
-}
-
-fn save(policy: &dyn TrainablePolicy, dir: &Path) -> Result<(), TrainError> {
-    std::fs::create_dir_all(dir)?;
-    policy.save(dir)?;
-    Ok(())
 }
 
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).

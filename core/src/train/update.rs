@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
-use crate::policy::TrainablePolicy;
+use crate::policy::{Policy, TrainablePolicy};
 use crate::Episode;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +41,11 @@ pub struct UpdateMetrics {
     pub logprob_gap_mean: f64,
     pub logprob_gap_max: f64,
     pub policy_tokens: usize,
+    /// Mean next-token entropy of the policy before the update, over policy tokens.
+    pub entropy: Option<f64>,
+    /// Mean k3 estimate of KL(π_θ‖π_ref) before the update, over policy tokens (with a
+    /// reference policy).
+    pub ref_kl: Option<f64>,
     /// Rows skipped in backward (zero advantage) but counted in the normalizer.
     pub skipped_rows: usize,
     pub tokens_per_s: f64,
@@ -54,28 +59,69 @@ pub fn policy_positions(ep: &Episode) -> Vec<usize> {
 
 /// Teacher-forced logprobs of every episode's policy tokens under `policy` (no gradient),
 /// as host vectors aligned with `ids` (0 off the policy positions).
-pub fn recompute_logprobs(policy: &dyn TrainablePolicy, episodes: &[Episode], rows: usize) -> Result<Vec<Vec<f32>>, TrainError> {
+pub fn recompute_logprobs(policy: &dyn Policy, episodes: &[Episode], rows: usize) -> Result<Vec<Vec<f32>>, TrainError> {
+    Ok(recompute(policy, episodes, rows, false)?.logprobs)
+}
+
+/// A no-grad scoring pass over a step's episodes.
+pub struct Recomputed {
+    /// Per episode, aligned with `ids` (0 off the policy positions).
+    pub logprobs: Vec<Vec<f32>>,
+    /// Mean next-token entropy over the policy positions, when asked for.
+    pub entropy_mean: Option<f64>,
+}
+
+/// As [`recompute_logprobs`], optionally with the mean entropy over policy tokens.
+pub fn recompute(policy: &dyn Policy, episodes: &[Episode], rows: usize, entropy: bool) -> Result<Recomputed, TrainError> {
+    let host = |t: burn::tensor::Tensor<Dispatch, 2>| -> Result<Vec<f32>, TrainError> {
+        t.into_data().convert::<f32>().to_vec().map_err(|e| TrainError::Other(format!("{e:?}")))
+    };
     let mut out = Vec::with_capacity(episodes.len());
+    let (mut ent_sum, mut ent_n) = (0.0f64, 0usize);
     for chunk in episodes.chunks(rows.max(1)) {
         let seqs: Vec<Vec<u32>> = chunk.iter().map(|e| e.ids.clone()).collect();
         let positions: Vec<Vec<usize>> = chunk.iter().map(policy_positions).collect();
-        let scores = policy.score(&seqs, Some(&positions), false)?;
+        if positions.iter().all(Vec::is_empty) {
+            out.extend(chunk.iter().map(|ep| vec![0.0f32; ep.ids.len()]));
+            continue;
+        }
+        let scores = policy.score(&seqs, Some(&positions), entropy)?;
         let width = scores.logprobs.dims()[1];
-        let flat: Vec<f32> = scores.logprobs.into_data().convert::<f32>().to_vec().map_err(|e| TrainError::Other(format!("{e:?}")))?;
+        let flat = host(scores.logprobs)?;
+        let ent = scores.entropy.map(host).transpose()?;
         for (r, ep) in chunk.iter().enumerate() {
             let mut row = vec![0.0f32; ep.ids.len()];
             for &t in &positions[r] {
                 row[t] = flat[r * width + t];
+                if let Some(h) = &ent {
+                    ent_sum += h[r * width + t] as f64;
+                    ent_n += 1;
+                }
             }
             out.push(row);
         }
     }
-    Ok(out)
+    let entropy_mean = entropy.then(|| if ent_n > 0 { ent_sum / ent_n as f64 } else { 0.0 });
+    Ok(Recomputed { logprobs: out, entropy_mean })
 }
 
-/// Run the update on one step's episodes with per-episode `advantages`.
+/// Run the update with no reference policy (see [`update_with_reference`]).
 pub fn update(
     policy: &mut dyn TrainablePolicy,
+    loss: &dyn PolicyLoss,
+    episodes: &[Episode],
+    advantages: &[f64],
+    opts: &UpdateOptions,
+) -> Result<UpdateMetrics, TrainError> {
+    update_with_reference(policy, None, loss, episodes, advantages, opts)
+}
+
+/// Run the update on one step's episodes with per-episode `advantages`. With a frozen
+/// `reference`, its logprobs of the episode tokens (scored once, no gradient) go to the loss
+/// as `ref_log_prob`, and the metrics report the KL of the pre-update policy to it.
+pub fn update_with_reference(
+    policy: &mut dyn TrainablePolicy,
+    reference: Option<&dyn Policy>,
     loss: &dyn PolicyLoss,
     episodes: &[Episode],
     advantages: &[f64],
@@ -86,8 +132,14 @@ pub fn update(
         return Err(TrainError::Other(format!("{} episodes, {} advantages", episodes.len(), advantages.len())));
     }
     let micro = opts.micro.unwrap_or(usize::MAX).max(1);
-    let old = recompute_logprobs(policy, episodes, micro.min(episodes.len().max(1)))?;
-    let mut m = UpdateMetrics::default();
+    let rows = micro.min(episodes.len().max(1));
+    let before = recompute(&*policy, episodes, rows, true)?;
+    let old = before.logprobs;
+    let reference = reference.map(|r| recompute_logprobs(r, episodes, rows)).transpose()?;
+    let mut m = UpdateMetrics { entropy: before.entropy_mean, ..UpdateMetrics::default() };
+    if let Some(r) = &reference {
+        m.ref_kl = Some(mean_ref_kl(episodes, &old, r));
+    }
     let (mut gap_sum, mut gap_n) = (0.0f64, 0usize);
     for (ep, row) in episodes.iter().zip(&old) {
         for t in policy_positions(ep) {
@@ -126,7 +178,7 @@ pub fn update(
                 }
                 let seqs: Vec<Vec<u32>> = rows.iter().map(|&i| episodes[i].ids.clone()).collect();
                 let positions: Vec<Vec<usize>> = rows.iter().map(|&i| policy_positions(&episodes[i])).collect();
-                let scores = policy.score_with_grad(&seqs, Some(&positions), false)?;
+                let scores = policy.score_with_grad(&seqs, Some(&positions), loss.needs_entropy())?;
                 let w = scores.logprobs.dims()[1];
                 let build = |f: &dyn Fn(usize, usize) -> f32| -> T2 {
                     let mut v = vec![0.0f32; rows.len() * w];
@@ -142,7 +194,7 @@ pub fn update(
                     old_log_prob: build(&|i, t| old[i][t]),
                     advantages: build(&|i, _| advantages[i] as f32),
                     mask: build(&|_, _| 1.0),
-                    ref_log_prob: None,
+                    ref_log_prob: reference.as_ref().map(|r| build(&|i, t| r[i][t])),
                     behavior_log_prob: Some(build(&|i, t| episodes[i].sampler_logprobs[t])),
                     entropy: scores.entropy,
                 };
@@ -169,6 +221,19 @@ pub fn update(
     let scored: usize = episodes.iter().map(|e| e.ids.len()).sum::<usize>() * opts.epochs as usize;
     m.tokens_per_s = if m.seconds > 0.0 { scored as f64 / m.seconds } else { 0.0 };
     Ok(m)
+}
+
+/// k3 (e^{−ℓ} − 1 + ℓ, ℓ = log π_θ − log π_ref): unbiased, never negative, 0 when equal.
+fn mean_ref_kl(episodes: &[Episode], logprobs: &[Vec<f32>], reference: &[Vec<f32>]) -> f64 {
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    for (i, ep) in episodes.iter().enumerate() {
+        for t in policy_positions(ep) {
+            let l = logprobs[i][t] as f64 - reference[i][t] as f64;
+            sum += (-l).exp() - 1.0 + l;
+            n += 1;
+        }
+    }
+    if n > 0 { sum / n as f64 } else { 0.0 }
 }
 
 trait IntoF64 {

@@ -10,10 +10,11 @@ use anyhow::Context;
 use arl_chat::HfChatCodec;
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
-use arl_core::policy::TrainablePolicy;
+use arl_core::config::KlPlacement;
+use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_optim::OptimConfig;
-use arl_qwen3::QwenTrainer;
+use arl_qwen3::{QwenPolicy, QwenTrainer};
 
 use super::RunArgs;
 
@@ -35,10 +36,22 @@ impl Run {
         let config = self.args.resolve_with_context()?;
         let out_dir = PathBuf::from(&config.output.dir);
         std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
-        std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
-        let mut log_file = std::fs::File::create(out_dir.join("run.log"))?;
+        if !config.trainer.resume {
+            // A resumed run keeps the file of the run it continues (same config but `resume`).
+            std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
+        }
+        // A resumed run continues the console log of the run it continues.
+        let log_path = out_dir.join("run.log");
+        let mut log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(config.trainer.resume)
+            .truncate(!config.trainer.resume)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
 
         let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+        let reference = load_reference(&config)?;
         let policy_device = TrainablePolicy::device(&policy);
 
         let mut log = |line: &str| {
@@ -65,6 +78,7 @@ impl Run {
             policy: &mut policy,
             loss: loss.as_ref(),
             advantage: advantage.as_ref(),
+            reference: reference.as_ref().map(|r| r as &dyn Policy),
         };
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |stage: &str, done: usize, total: usize| {
@@ -110,6 +124,21 @@ impl Built {
             .with_context(|| format!("loading model `{}`", config.model.source))?;
         Ok(Self { env, codec, loss, advantage, policy })
     }
+}
+
+/// The frozen KL reference when `loss.kl_coef > 0`: `model.reference`, else `model.source`
+/// (the initial policy, also when resuming), on the policy's device without autodiff.
+fn load_reference(config: &RunConfig) -> anyhow::Result<Option<QwenPolicy>> {
+    if config.loss.kl_coef <= 0.0 {
+        return Ok(None);
+    }
+    if config.loss.kl_placement == KlPlacement::Reward {
+        anyhow::bail!("loss.kl_placement = \"reward\" is not supported by the trainer yet; use kl_placement = \"loss\" (the default)");
+    }
+    let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
+    let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
+    let reference = QwenPolicy::load(source, &device).with_context(|| format!("loading the reference model `{source}`"))?;
+    Ok(Some(reference))
 }
 
 /// The source tree's commit, when `git` and a checkout are there.

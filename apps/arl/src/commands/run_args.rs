@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Output directory (output.dir).
     #[arg(long, value_name = "DIR")]
     pub out: Option<String>,
+    /// Continue from the last checkpoint in --out (trainer.resume).
+    #[arg(long)]
+    pub resume: bool,
     /// Set any config key, e.g. --set loss.clip_high=0.28 (repeatable, applied last).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -111,6 +114,9 @@ impl RunArgs {
         flag!(max_turns => "env.max_turns");
         flag!(eval_n => "eval.n");
         flag!(out => "output.dir");
+        if self.resume {
+            o.set("trainer.resume", true);
+        }
         for arg in &self.set {
             o.push_set(arg)?;
         }

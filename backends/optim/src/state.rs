@@ -1,0 +1,241 @@
+//! Saving and restoring AdamW's moments across processes.
+//!
+//! burn keys the optimizer record by `ParamId`, and a module reloaded from safetensors gets
+//! fresh ids, so the record is written by *parameter order* instead: the module's float
+//! parameters are visited in their fixed declaration order and parameter `i`'s moments are
+//! stored as tensors `i.moment_1` / `i.moment_2` (f32) in one safetensors file, with its step
+//! count `time` in the metadata (`i.time`). Loading visits the new module in the same order
+//! and rebuilds the map with its ids. A parameter that never had a gradient has no entry.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use burn::Dispatch;
+use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
+use burn::optim::record::AdaptorRecord;
+use burn::optim::{AdamW, AdamWState, AdaptiveMomentumState, Optimizer};
+use burn::tensor::{Tensor, TensorData};
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::Optim;
+
+/// Reading or writing the optimizer state failed, or it does not fit the module.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("optimizer state {path}: {message}")]
+    Io { path: String, message: String },
+    #[error("optimizer state {path} does not fit the model: {message}")]
+    Mismatch { path: String, message: String },
+}
+
+type Record = AdaptorRecord<AdamW, Dispatch>;
+
+impl<M: AutodiffModule<Dispatch>> Optim<M> {
+    /// Write the AdamW moments of `module`'s parameters to `path` (safetensors), by
+    /// parameter order. Accumulated, unstepped gradients are not saved.
+    pub fn save_state(&self, module: &M, path: &Path) -> Result<(), StateError> {
+        let io = |e: String| StateError::Io { path: path.display().to_string(), message: e };
+        let records = self.adamw.to_record();
+        let lookup = |id: &ParamId| records.get(id).cloned();
+        let mut saver = Saver { lookup: &lookup, index: 0, tensors: Vec::new(), meta: HashMap::new() };
+        module.visit(&mut saver);
+        let Saver { tensors, mut meta, index, .. } = saver;
+        meta.insert("parameters".into(), index.to_string());
+        let views: Vec<(String, TensorView<'_>)> = tensors
+            .iter()
+            .map(|(name, shape, bytes)| Ok((name.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes).map_err(|e| io(e.to_string()))?)))
+            .collect::<Result<_, StateError>>()?;
+        safetensors::serialize_to_file(views, Some(meta), path).map_err(|e| io(e.to_string()))
+    }
+
+    /// Restore moments written by [`Optim::save_state`] for `module` (the same architecture,
+    /// typically reloaded from the checkpoint beside them), replacing any current state.
+    pub fn load_state(&mut self, module: &M, path: &Path) -> Result<(), StateError> {
+        let p = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| StateError::Io { path: p.clone(), message: e.to_string() })?;
+        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| StateError::Io { path: p.clone(), message: e.to_string() })?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        let st = SafeTensors::deserialize(&bytes).map_err(|e| StateError::Io { path: p.clone(), message: e.to_string() })?;
+        let fresh = Self::new(self.config.clone());
+        let mut records = fresh.adamw.to_record();
+        records.clear();
+        let mut loader = Loader { st: &st, meta: &meta, index: 0, records: Vec::new(), error: None };
+        module.visit(&mut loader);
+        if let Some(message) = loader.error {
+            return Err(StateError::Mismatch { path: p, message });
+        }
+        let saved: usize = meta.get("parameters").and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+        if saved != loader.index {
+            return Err(StateError::Mismatch { path: p, message: format!("{saved} parameters saved, the model has {}", loader.index) });
+        }
+        for (id, record) in loader.records {
+            records.insert(id, record);
+        }
+        self.adamw = fresh.adamw.load_record(records);
+        self.zero_grad();
+        Ok(())
+    }
+}
+
+struct Saver<'a> {
+    lookup: &'a dyn Fn(&ParamId) -> Option<Record>,
+    index: usize,
+    tensors: Vec<(String, Vec<usize>, Vec<u8>)>,
+    meta: HashMap<String, String>,
+}
+
+fn f32_bytes<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<u8> {
+    t.into_data().convert::<f32>().as_bytes().to_vec()
+}
+
+impl ModuleVisitor<Dispatch> for Saver<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        let i = self.index;
+        self.index += 1;
+        let Some(record) = (self.lookup)(&param.id) else { return };
+        let state: AdamWState<Dispatch, D> = record.into_state::<D>();
+        let m = state.momentum;
+        self.meta.insert(format!("{i}.time"), m.time.to_string());
+        let shape = m.moment_1.dims().to_vec();
+        self.tensors.push((format!("{i}.moment_1"), shape.clone(), f32_bytes(m.moment_1)));
+        self.tensors.push((format!("{i}.moment_2"), shape, f32_bytes(m.moment_2)));
+    }
+}
+
+struct Loader<'a> {
+    st: &'a SafeTensors<'a>,
+    meta: &'a HashMap<String, String>,
+    index: usize,
+    records: Vec<(ParamId, Record)>,
+    error: Option<String>,
+}
+
+impl Loader<'_> {
+    fn tensor<const D: usize>(&self, name: &str, shape: &[usize], like: &Tensor<Dispatch, D>) -> Result<Tensor<Dispatch, D>, String> {
+        let view = self.st.tensor(name).map_err(|e| format!("{name}: {e}"))?;
+        if view.shape() != shape || view.dtype() != Dtype::F32 {
+            return Err(format!("{name}: shape {:?} {:?}, the parameter is {shape:?}", view.shape(), view.dtype()));
+        }
+        let values: Vec<f32> = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let data = TensorData::new(values, shape.to_vec()).convert_dtype(like.dtype());
+        Ok(Tensor::from_data(data, &like.device()))
+    }
+}
+
+impl ModuleVisitor<Dispatch> for Loader<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        let i = self.index;
+        self.index += 1;
+        if self.error.is_some() {
+            return;
+        }
+        let Some(time) = self.meta.get(&format!("{i}.time")) else { return };
+        let inner = param.val().inner();
+        let shape = inner.dims().to_vec();
+        let result = (|| {
+            let time: usize = time.parse().map_err(|_| format!("{i}.time: not a number: {time}"))?;
+            let m1 = self.tensor::<D>(&format!("{i}.moment_1"), &shape, &inner)?;
+            let m2 = self.tensor::<D>(&format!("{i}.moment_2"), &shape, &inner)?;
+            Ok::<_, String>(AdamWState::new(AdaptiveMomentumState::new(time, m1, m2)))
+        })();
+        match result {
+            Ok(state) => self.records.push((param.id, Record::from_state::<D>(state))),
+            Err(e) => self.error = Some(format!("parameter {i}: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::DispatchDevice;
+    use burn::module::{Module, Param};
+    use burn::tensor::{Tensor, TensorData};
+
+    use crate::{Optim, OptimConfig};
+
+    #[derive(Module, Debug)]
+    struct Two<B: burn::tensor::backend::Backend> {
+        a: Param<Tensor<B, 2>>,
+        b: Param<Tensor<B, 1>>,
+    }
+
+    fn device() -> DispatchDevice {
+        DispatchDevice::autodiff(DispatchDevice::Flex(Default::default()))
+    }
+
+    /// A fresh module (new `ParamId`s) with the given values, as a reload from disk gives.
+    fn build(a: Vec<f32>, b: Vec<f32>) -> Two<burn::Dispatch> {
+        let d = device();
+        Two {
+            a: Param::from_tensor(Tensor::from_data(TensorData::new(a, [2, 2]), &d)),
+            b: Param::from_tensor(Tensor::from_data(TensorData::new(b, [2]), &d)),
+        }
+    }
+
+    fn values(m: &Two<burn::Dispatch>) -> (Vec<f32>, Vec<f32>) {
+        (m.a.val().into_data().to_vec().unwrap(), m.b.val().into_data().to_vec().unwrap())
+    }
+
+    /// A loss whose gradient depends on the parameters, so the moments matter.
+    fn step(optim: &mut Optim<Two<burn::Dispatch>>, m: Two<burn::Dispatch>) -> Two<burn::Dispatch> {
+        let loss = (m.a.val().powi_scalar(2).sum() * 0.5 + (m.b.val() * m.b.val().exp()).sum()).reshape([1]);
+        optim.backward(&m, loss);
+        optim.step(m, 0.05).0
+    }
+
+    #[test]
+    fn save_then_load_into_a_reloaded_module_continues_bit_identically() {
+        let config = OptimConfig { weight_decay: 0.01, ..Default::default() };
+        let mut optim = Optim::new(config.clone());
+        let mut m = build(vec![1.0, -2.0, 0.5, 3.0], vec![0.25, -1.0]);
+        for _ in 0..3 {
+            m = step(&mut optim, m);
+        }
+        let dir = std::env::temp_dir().join(format!("arl-optim-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("optimizer.safetensors");
+        optim.save_state(&m, &path).unwrap();
+        let (a, b) = values(&m);
+        let (a0, b0) = (a.clone(), b.clone());
+
+        // Uninterrupted: two more steps.
+        let mut straight = m;
+        for _ in 0..2 {
+            straight = step(&mut optim, straight);
+        }
+        // Resumed: a new module (new ids) and a new optimizer restored from disk.
+        let mut resumed = build(a, b);
+        let mut optim2 = Optim::new(config);
+        optim2.load_state(&resumed, &path).unwrap();
+        for _ in 0..2 {
+            resumed = step(&mut optim2, resumed);
+        }
+        assert_eq!(values(&straight), values(&resumed));
+
+        // Without the state, the continuation differs (the moments matter).
+        let mut fresh = build(a0, b0);
+        let mut optim3 = Optim::new(OptimConfig { weight_decay: 0.01, ..Default::default() });
+        for _ in 0..2 {
+            fresh = step(&mut optim3, fresh);
+        }
+        assert_ne!(values(&straight), values(&fresh));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_state_for_another_model_is_refused() {
+        let mut optim = Optim::new(OptimConfig::default());
+        let m = step(&mut optim, build(vec![1.0, -2.0, 0.5, 3.0], vec![0.25, -1.0]));
+        let path = std::env::temp_dir().join(format!("arl-optim-bad-{}.safetensors", std::process::id()));
+        optim.save_state(&m, &path).unwrap();
+        #[derive(Module, Debug)]
+        struct One<B: burn::tensor::backend::Backend> {
+            a: Param<Tensor<B, 2>>,
+        }
+        let one = One { a: Param::from_tensor(Tensor::<burn::Dispatch, 2>::from_data(TensorData::new(vec![0.0f32; 6], [3, 2]), &device())) };
+        let mut o = Optim::<One<burn::Dispatch>>::new(OptimConfig::default());
+        let err = o.load_state(&one, &path).unwrap_err().to_string();
+        assert!(err.contains("does not fit"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}

@@ -1,0 +1,212 @@
+//! Checkpoints that a killed run resumes from.
+//!
+//! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps) and
+//! `<out>/checkpoints/final/`, each holding the policy's [`TrainablePolicy::save_state`]
+//! (HF weights + optimizer state) and `trainer_state.json` ([`TrainerState`]); once a newer
+//! one is in place, an older one keeps only its weights and `trainer_state.json`
+//! ([`TrainablePolicy::drop_state`]), since resume starts from the newest. A checkpoint
+//! is written into `checkpoints/.tmp-<name>/` and renamed into place, so a kill mid-write
+//! leaves only a dot-directory that [`latest`] ignores.
+//!
+//! Nothing else needs saving for an exact continuation: every random choice of the loop is a
+//! function of the config seed and the step index (the task order is a seeded permutation,
+//! each step's sampling seed is `seed ^ step·0x9e3779b9`, evaluation has its own seed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::TrainError;
+use super::eval::Evaluation;
+use super::metrics::StepMetrics;
+use crate::RunConfig;
+use crate::policy::TrainablePolicy;
+
+/// The loop's own state at a checkpoint: `trainer_state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Steps done; training continues with step `step + 1`.
+    pub step: u32,
+    /// The run configuration (checked against the resuming one).
+    pub config: RunConfig,
+    /// Metrics of steps 1..=step.
+    pub steps: Vec<StepMetrics>,
+    pub before: Option<Evaluation>,
+    /// Tool and episode counters summed over the training episodes so far.
+    pub tool_stats: BTreeMap<String, u64>,
+    /// Wall-clock seconds spent so far (over every process of the run).
+    pub wall_seconds: f64,
+    /// The data position: training tasks handed out so far (dynamic sampling takes a varying
+    /// number per step, so the step index alone does not give it).
+    #[serde(default)]
+    pub tasks_used: usize,
+}
+
+pub const STATE_FILE: &str = "trainer_state.json";
+
+/// Keys that may differ between the checkpoint's run and the resuming one.
+const MAY_DIFFER: &[&str] = &["trainer.resume", "trainer.checkpoint_every", "output.dir", "output.checkpoints"];
+
+pub fn checkpoints_dir(out: &Path) -> PathBuf {
+    out.join("checkpoints")
+}
+
+/// Write `policy`'s state and `state` as checkpoint `name` (atomically: temp dir + rename).
+pub fn write(policy: &dyn TrainablePolicy, out: &Path, name: &str, state: &TrainerState) -> Result<PathBuf, TrainError> {
+    let root = checkpoints_dir(out);
+    let tmp = root.join(format!(".tmp-{name}"));
+    let old = root.join(format!(".old-{name}"));
+    let dir = root.join(name);
+    for stale in [&tmp, &old] {
+        if stale.exists() {
+            std::fs::remove_dir_all(stale)?;
+        }
+    }
+    std::fs::create_dir_all(&tmp)?;
+    policy.save_state(&tmp)?;
+    std::fs::write(tmp.join(STATE_FILE), serde_json::to_string_pretty(state).expect("trainer state serializes"))?;
+    if dir.exists() {
+        std::fs::rename(&dir, &old)?;
+    }
+    std::fs::rename(&tmp, &dir)?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old)?;
+    }
+    // Only the newest checkpoint keeps the optimizer state: resume needs no other.
+    for entry in std::fs::read_dir(&root)? {
+        let other = entry?.path();
+        let hidden = other.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if other != dir && !hidden && other.join(STATE_FILE).is_file() {
+            policy.drop_state(&other)?;
+        }
+    }
+    Ok(dir)
+}
+
+/// The complete checkpoint with the most steps done under `out`, if any.
+pub fn latest(out: &Path) -> Result<Option<(PathBuf, TrainerState)>, TrainError> {
+    let root = checkpoints_dir(out);
+    let Ok(entries) = std::fs::read_dir(&root) else { return Ok(None) };
+    let mut best: Option<(PathBuf, TrainerState)> = None;
+    for entry in entries {
+        let dir = entry?.path();
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') || !dir.join(STATE_FILE).is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(dir.join(STATE_FILE))?;
+        let state: TrainerState = serde_json::from_str(&text)
+            .map_err(|e| TrainError::Other(format!("checkpoint {}: unreadable {STATE_FILE}: {e}", dir.display())))?;
+        // On a tie `final` wins: it is written after `step-NNNNN` of the same step, which
+        // then lost its optimizer state.
+        if best.as_ref().is_none_or(|(_, b)| state.step > b.step || (state.step == b.step && name == "final")) {
+            best = Some((dir, state));
+        }
+    }
+    Ok(best)
+}
+
+/// Load the latest checkpoint under `out` into `policy` after checking that `config` may
+/// continue it. Errors are one line naming the fix.
+pub fn resume(policy: &mut dyn TrainablePolicy, out: &Path, config: &RunConfig) -> Result<(PathBuf, TrainerState), TrainError> {
+    let Some((dir, state)) = latest(out)? else {
+        return Err(TrainError::Other(format!(
+            "--resume: no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps; run without --resume to start)",
+            checkpoints_dir(out).display()
+        )));
+    };
+    if let Some(key) = differing_key(&state.config, config) {
+        return Err(TrainError::Other(format!(
+            "--resume: `{key}` differs from the run that wrote {} ({} → {}); resume with the same value or start a new run in another --out",
+            dir.display(),
+            value_at(&state.config, &key),
+            value_at(config, &key),
+        )));
+    }
+    policy.load_state(&dir)?;
+    Ok((dir, state))
+}
+
+/// The first config key (dotted) whose value differs and matters for an exact continuation.
+/// `trainer.steps` may grow unless the learning-rate schedule depends on it.
+pub fn differing_key(saved: &RunConfig, now: &RunConfig) -> Option<String> {
+    let (a, b) = (flatten(saved), flatten(now));
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter(|k| !MAY_DIFFER.contains(&k.as_str()))
+        .filter(|k| !(k.as_str() == "trainer.steps" && now.trainer.lr_schedule == crate::config::LrSchedule::Constant))
+        .find(|k| a.get(*k) != b.get(*k))
+        .cloned()
+}
+
+fn value_at(config: &RunConfig, key: &str) -> String {
+    flatten(config).get(key).map(|v| v.to_string()).unwrap_or_else(|| "unset".into())
+}
+
+fn flatten(config: &RunConfig) -> BTreeMap<String, Value> {
+    fn walk(prefix: &str, v: &Value, out: &mut BTreeMap<String, Value>) {
+        match v {
+            // An empty table has no keys (so a key added to it is named, not the table).
+            Value::Object(m) => {
+                for (k, v) in m {
+                    walk(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v, out);
+                }
+            }
+            _ => {
+                out.insert(prefix.to_string(), v.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", &serde_json::to_value(config).expect("config serializes"), &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_that_matter_block_a_resume() {
+        let saved = RunConfig::default();
+        let mut now = saved.clone();
+        now.trainer.resume = true;
+        now.trainer.steps += 5;
+        now.output.dir = "elsewhere".into();
+        assert_eq!(differing_key(&saved, &now), None);
+        now.trainer.lr = 3e-4;
+        assert_eq!(differing_key(&saved, &now).as_deref(), Some("trainer.lr"));
+        let mut cosine = saved.clone();
+        cosine.trainer.lr_schedule = crate::config::LrSchedule::Cosine;
+        let mut longer = cosine.clone();
+        longer.trainer.steps += 1;
+        assert_eq!(differing_key(&cosine, &longer).as_deref(), Some("trainer.steps"));
+        let mut opts = saved.clone();
+        opts.env.options.insert("heldout_tasks".into(), 3.into());
+        assert_eq!(differing_key(&saved, &opts).as_deref(), Some("env.options.heldout_tasks"));
+    }
+
+    fn put(root: &Path, name: &str, step: u32) {
+        let dir = root.join("checkpoints").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = TrainerState { step, config: RunConfig::default(), steps: vec![], before: None, tool_stats: BTreeMap::new(), wall_seconds: 0.0, tasks_used: 0 };
+        std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn latest_takes_the_most_steps_prefers_final_on_a_tie_and_skips_partial_writes() {
+        let root = std::env::temp_dir().join(format!("arl-latest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(latest(&root).unwrap().is_none());
+        put(&root, "step-00002", 2);
+        put(&root, ".tmp-step-00004", 4);
+        std::fs::create_dir_all(root.join("checkpoints/step-00003")).unwrap(); // no state file
+        assert!(latest(&root).unwrap().unwrap().0.ends_with("step-00002"));
+        put(&root, "final", 3);
+        put(&root, "step-00003", 3);
+        assert!(latest(&root).unwrap().unwrap().0.ends_with("final"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
