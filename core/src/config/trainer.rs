@@ -30,8 +30,11 @@ pub struct TrainerConfig {
     pub weight_decay: f64,
     pub seed: u64,
     /// Save a checkpoint every this many steps (0: only the final one). A resumed run
-    /// restarts after the last one, so 1 loses at most the step in progress.
+    /// restarts after the last one, so 1 (the default) loses at most the step in progress.
     pub checkpoint_every: u32,
+    /// How many `step-NNNNN` checkpoints to keep, newest first (0: all); `final` is always
+    /// kept. Only the newest holds the optimizer state.
+    pub keep_checkpoints: u32,
     /// Dynamic sampling (DAPO): roll out fresh tasks up to this many times per step until
     /// `prompts` groups have reward variance; 1 samples once. Above 1 implies
     /// `skip_zero_variance`.
@@ -70,7 +73,8 @@ impl Default for TrainerConfig {
             grad_clip: 1.0,
             weight_decay: 0.0,
             seed: 0,
-            checkpoint_every: 0,
+            checkpoint_every: 1,
+            keep_checkpoints: 2,
             max_sampling_attempts: 1,
             skip_zero_variance: false,
             mask_truncated: false,

@@ -1,6 +1,7 @@
 //! Checkpoints that a killed run resumes from.
 //!
-//! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps) and
+//! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps, the newest
+//! `trainer.keep_checkpoints` of them kept) and
 //! `<out>/checkpoints/final/`, each holding the policy's [`TrainablePolicy::save_state`]
 //! (HF weights + optimizer state) and `trainer_state.json` ([`TrainerState`]); once a newer
 //! one is in place, an older one keeps only its weights and `trainer_state.json`
@@ -8,7 +9,8 @@
 //! is written into `checkpoints/.tmp-<name>/` and renamed into place, so a kill mid-write
 //! leaves only a dot-directory that [`latest`] ignores.
 //!
-//! Nothing else needs saving for an exact continuation: every random choice of the loop is a
+//! Nothing else needs saving for an exact continuation besides the data position
+//! (`tasks_used`): every random choice of the loop is a
 //! function of the config seed and the step index (the task order is a seeded permutation,
 //! each step's sampling seed is `seed ^ step·0x9e3779b9`, evaluation has its own seed).
 
@@ -47,7 +49,8 @@ pub struct TrainerState {
 pub const STATE_FILE: &str = "trainer_state.json";
 
 /// Keys that may differ between the checkpoint's run and the resuming one.
-const MAY_DIFFER: &[&str] = &["trainer.resume", "trainer.checkpoint_every", "output.dir", "output.checkpoints"];
+const MAY_DIFFER: &[&str] =
+    &["trainer.resume", "trainer.checkpoint_every", "trainer.keep_checkpoints", "output.dir", "output.checkpoints"];
 
 pub fn checkpoints_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
@@ -83,6 +86,26 @@ pub fn write(policy: &dyn TrainablePolicy, out: &Path, name: &str, state: &Train
         }
     }
     Ok(dir)
+}
+
+/// Remove all but the newest `keep` `step-NNNNN` checkpoints under `out` (`final` is never
+/// removed; `keep` 0 keeps every one). Returns how many were removed.
+pub fn prune(out: &Path, keep: usize) -> Result<usize, TrainError> {
+    if keep == 0 {
+        return Ok(0);
+    }
+    let Ok(entries) = std::fs::read_dir(checkpoints_dir(out)) else { return Ok(0) };
+    let mut steps: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("step-")))
+        .collect();
+    // Zero-padded step numbers sort by name.
+    steps.sort();
+    let old = steps.len().saturating_sub(keep);
+    for dir in &steps[..old] {
+        std::fs::remove_dir_all(dir)?;
+    }
+    Ok(old)
 }
 
 /// The complete checkpoint with the most steps done under `out`, if any.
@@ -167,6 +190,21 @@ fn flatten(config: &RunConfig) -> BTreeMap<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_keeps_the_newest_step_checkpoints_and_final() {
+        let root = std::env::temp_dir().join(format!("arl-prune-{}", std::process::id()));
+        for name in ["step-00001", "step-00002", "step-00010", "final", ".tmp-step-00011"] {
+            std::fs::create_dir_all(root.join("checkpoints").join(name)).unwrap();
+        }
+        assert_eq!(prune(&root, 0).unwrap(), 0);
+        assert_eq!(prune(&root, 2).unwrap(), 1);
+        let mut left: Vec<String> =
+            std::fs::read_dir(root.join("checkpoints")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, [".tmp-step-00011", "final", "step-00002", "step-00010"]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn only_keys_that_matter_block_a_resume() {

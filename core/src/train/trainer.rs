@@ -171,6 +171,7 @@ pub fn train(
         let every = config.trainer.checkpoint_every;
         if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
             checkpoint::write(policy, out_dir, &format!("step-{:05}", step + 1), &state_at(step + 1, &steps, &tool_stats, cursor))?;
+            checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
         }
     }
     if config.output.checkpoints && config.trainer.steps > first_step {
