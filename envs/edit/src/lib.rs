@@ -20,17 +20,12 @@ use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
 use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
-use arl_tasks::{BankEnvOptions, BankOptions, BugTask, generate};
+use arl_tasks::{BankEnv, BankEnvOptions, BankOptions};
 
 /// `[env.options]` of the `edit` env.
 pub type EditOptions = BankEnvOptions;
 
-pub struct EditEnv {
-    bank: BankOptions,
-    max_turns: u32,
-    max_calls_per_turn: u32,
-    sandbox: Arc<dyn Sandbox>,
-}
+pub struct EditEnv(BankEnv);
 
 arl_core::register!(EnvPlugin {
     name: "edit",
@@ -39,32 +34,26 @@ arl_core::register!(EnvPlugin {
 });
 
 fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-    let options = EditOptions::parse("edit", config)?;
-    Ok(Box::new(EditEnv::new(config, &options, sandbox)))
+    Ok(Box::new(EditEnv(BankEnv::from_config("edit", config, sandbox)?)))
 }
 
 impl EditEnv {
     pub fn new(config: &EnvConfig, options: &EditOptions, sandbox: Arc<dyn Sandbox>) -> Self {
-        Self {
-            bank: options.bank(config),
-            max_turns: config.max_turns,
-            max_calls_per_turn: config.max_calls_per_turn,
-            sandbox,
-        }
+        Self(BankEnv::new(config, options, sandbox))
     }
 
     pub fn bank(&self) -> &BankOptions {
-        &self.bank
+        &self.0.bank
     }
 
     pub fn max_calls_per_turn(&self) -> u32 {
-        self.max_calls_per_turn
+        self.0.max_calls_per_turn
     }
 }
 
 impl Env for EditEnv {
     fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-        Ok(generate(&self.bank, split).iter().map(BugTask::to_task).collect())
+        Ok(self.0.tasks(split))
     }
 
     fn tools(&self) -> Vec<ToolSchema> {
@@ -72,6 +61,6 @@ impl Env for EditEnv {
     }
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        Ok(Box::new(EditSession::new(task, self.max_turns, self.sandbox.clone())?))
+        Ok(Box::new(EditSession::new(task, self.0.max_turns, self.0.sandbox.clone())?))
     }
 }

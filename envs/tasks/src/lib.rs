@@ -11,14 +11,14 @@
 //! jobs are isolated (any [`arl_core::Sandbox`]). No cargo features.
 
 mod bank;
-mod env_options;
+mod bank_env;
 pub mod grade;
 mod names;
 mod rng;
 mod task;
 
 pub use bank::{Case, FAMILIES, Replace, Template, templates};
-pub use env_options::BankEnvOptions;
+pub use bank_env::{BankEnv, BankEnvOptions};
 pub use grade::{GradeReport, PublicReport, grade, run_public};
 pub use task::{BankOptions, BugTask, EditOp, HiddenCase, find, generate};
 

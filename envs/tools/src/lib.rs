@@ -34,17 +34,12 @@ use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
 use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
-use arl_tasks::{BankEnvOptions, BankOptions, BugTask, generate};
+use arl_tasks::{BankEnv, BankEnvOptions, BankOptions};
 
 /// `[env.options]` of the `tools` env.
 pub type ToolsOptions = BankEnvOptions;
 
-pub struct ToolsEnv {
-    bank: BankOptions,
-    max_turns: u32,
-    max_calls_per_turn: u32,
-    sandbox: Arc<dyn Sandbox>,
-}
+pub struct ToolsEnv(BankEnv);
 
 arl_core::register!(EnvPlugin {
     name: "tools",
@@ -53,32 +48,26 @@ arl_core::register!(EnvPlugin {
 });
 
 fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-    let options = ToolsOptions::parse("tools", config)?;
-    Ok(Box::new(ToolsEnv::new(config, &options, sandbox)))
+    Ok(Box::new(ToolsEnv(BankEnv::from_config("tools", config, sandbox)?)))
 }
 
 impl ToolsEnv {
     pub fn new(config: &EnvConfig, options: &ToolsOptions, sandbox: Arc<dyn Sandbox>) -> Self {
-        Self {
-            bank: options.bank(config),
-            max_turns: config.max_turns,
-            max_calls_per_turn: config.max_calls_per_turn,
-            sandbox,
-        }
+        Self(BankEnv::new(config, options, sandbox))
     }
 
     pub fn bank(&self) -> &BankOptions {
-        &self.bank
+        &self.0.bank
     }
 
     pub fn max_calls_per_turn(&self) -> u32 {
-        self.max_calls_per_turn
+        self.0.max_calls_per_turn
     }
 }
 
 impl Env for ToolsEnv {
     fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-        Ok(generate(&self.bank, split).iter().map(BugTask::to_task).collect())
+        Ok(self.0.tasks(split))
     }
 
     fn tools(&self) -> Vec<ToolSchema> {
@@ -91,6 +80,6 @@ impl Env for ToolsEnv {
     }
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        Ok(Box::new(ToolsSession::new(task, self.max_turns, self.max_calls_per_turn, self.sandbox.clone())?))
+        Ok(Box::new(ToolsSession::new(task, self.0.max_turns, self.0.max_calls_per_turn, self.0.sandbox.clone())?))
     }
 }

@@ -1,0 +1,77 @@
+//! What the gyms built on this bank (`edit`, `tools`) share: `[env.options]`
+//! ([`BankEnvOptions`]) and the env's own state ([`BankEnv`]: the bank its tasks come from,
+//! the turn limits and the sandbox). Each gym adds only its tools and its session.
+
+use std::sync::Arc;
+
+use arl_core::config::EnvConfig;
+use arl_core::{PluginError, Sandbox, Split, Task};
+use serde::Deserialize;
+
+use crate::{BankOptions, BugTask, generate};
+
+/// How many tasks each bank template yields; the seed and name randomization come from the
+/// env config itself.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BankEnvOptions {
+    /// Tasks per training template (each with its own names).
+    pub train_instances: usize,
+    /// Tasks per held-out template.
+    pub heldout_instances: usize,
+}
+
+impl Default for BankEnvOptions {
+    fn default() -> Self {
+        let bank = BankOptions::default();
+        Self { train_instances: bank.train_instances, heldout_instances: bank.heldout_instances }
+    }
+}
+
+impl BankEnvOptions {
+    /// Read `config.options` for the env called `env` (unknown keys rejected).
+    pub fn parse(env: &str, config: &EnvConfig) -> Result<Self, PluginError> {
+        serde_json::from_value(config.options.clone().into())
+            .map_err(|e| PluginError { kind: "env", name: env.into(), message: format!("env.options: {e}") })
+    }
+
+    /// The bank these options and `config` select.
+    pub fn bank(&self, config: &EnvConfig) -> BankOptions {
+        BankOptions {
+            seed: config.seed,
+            randomize_names: config.randomize_names,
+            train_instances: self.train_instances,
+            heldout_instances: self.heldout_instances,
+        }
+    }
+}
+
+/// A bank gym's state: its tasks, turn limits and sandbox.
+#[derive(Clone)]
+pub struct BankEnv {
+    pub bank: BankOptions,
+    pub max_turns: u32,
+    pub max_calls_per_turn: u32,
+    pub sandbox: Arc<dyn Sandbox>,
+}
+
+impl BankEnv {
+    pub fn new(config: &EnvConfig, options: &BankEnvOptions, sandbox: Arc<dyn Sandbox>) -> Self {
+        Self {
+            bank: options.bank(config),
+            max_turns: config.max_turns,
+            max_calls_per_turn: config.max_calls_per_turn,
+            sandbox,
+        }
+    }
+
+    /// From the env config, parsing `[env.options]` for the env called `env`.
+    pub fn from_config(env: &str, config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Self, PluginError> {
+        Ok(Self::new(config, &BankEnvOptions::parse(env, config)?, sandbox))
+    }
+
+    /// The bank's tasks of `split`, as the trainer sees them.
+    pub fn tasks(&self, split: Split) -> Vec<Task> {
+        generate(&self.bank, split).iter().map(BugTask::to_task).collect()
+    }
+}
