@@ -203,7 +203,7 @@ impl Env for HalfFlat {
         vec![]
     }
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        let flat = task.data.as_u64().unwrap() % 2 == 0;
+        let flat = task.data.as_u64().unwrap().is_multiple_of(2);
         Ok(Box::new(Scripted { messages: vec![Message::user("go")], flat }))
     }
 }

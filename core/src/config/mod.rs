@@ -200,14 +200,15 @@ impl RunConfig {
             ("trainer.max_sampling_attempts", self.trainer.max_sampling_attempts as f64),
         ];
         for (key, value) in positive {
-            if !(value > 0.0) {
+            // (NaN is not greater than 0 either.)
+            if value.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                 return Err(invalid(key, format!("must be greater than 0, got {value}")));
             }
         }
-        if let Some(p) = self.sampling.top_p {
-            if !(p > 0.0 && p <= 1.0) {
-                return Err(invalid("sampling.top_p", format!("must be in (0, 1], got {p}")));
-            }
+        if let Some(p) = self.sampling.top_p
+            && !(p > 0.0 && p <= 1.0)
+        {
+            return Err(invalid("sampling.top_p", format!("must be in (0, 1], got {p}")));
         }
         Ok(())
     }

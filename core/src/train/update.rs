@@ -170,7 +170,7 @@ pub fn update_with_reference(
                 let rows: Vec<usize> = chunk
                     .iter()
                     .copied()
-                    .filter(|&i| !(skip_zero && advantages[i] == 0.0) && !policy_positions(&episodes[i]).is_empty())
+                    .filter(|&i| (!skip_zero || advantages[i] != 0.0) && !policy_positions(&episodes[i]).is_empty())
                     .collect();
                 m.skipped_rows += chunk.len() - rows.len();
                 if rows.is_empty() {

@@ -8,6 +8,8 @@ use arl_core::registry;
 
 use super::RunArgs;
 
+// Built once per process from the command line: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum ConfigCommand {
     /// Print the resolved run configuration as TOML (defaults ← --algo ← --config ← flags ←
