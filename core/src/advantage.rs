@@ -14,11 +14,7 @@ pub struct AdvantageInput<'a> {
 impl AdvantageInput<'_> {
     pub fn check(&self) -> Result<(), LossError> {
         if self.rewards.len() != self.group_ids.len() {
-            return Err(LossError::Shape(format!(
-                "{} rewards but {} group ids",
-                self.rewards.len(),
-                self.group_ids.len()
-            )));
+            return Err(LossError::Shape(format!("{} rewards but {} group ids", self.rewards.len(), self.group_ids.len())));
         }
         Ok(())
     }

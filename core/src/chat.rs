@@ -105,11 +105,7 @@ impl Conversation {
     /// Returns its text (decoded, the stop id left out) for the environment to parse.
     pub fn push_assistant(&mut self, codec: &dyn ChatCodec, ids: &[u32], logprobs: &[f32]) -> Result<String, ChatError> {
         if ids.len() != logprobs.len() {
-            return Err(ChatError::Tokenizer(format!(
-                "assistant turn has {} ids but {} logprobs",
-                ids.len(),
-                logprobs.len()
-            )));
+            return Err(ChatError::Tokenizer(format!("assistant turn has {} ids but {} logprobs", ids.len(), logprobs.len())));
         }
         self.last_stop = ids.last().copied().filter(|id| codec.stop_ids().contains(id));
         let body = if self.last_stop.is_some() { &ids[..ids.len() - 1] } else { ids };

@@ -54,11 +54,9 @@ impl Episode {
     /// Check the length invariants; returns a description of the first violation.
     pub fn check(&self) -> Result<(), String> {
         let n = self.ids.len();
-        for (what, len) in [
-            ("policy_mask", self.policy_mask.len()),
-            ("sampler_logprobs", self.sampler_logprobs.len()),
-            ("turn_ids", self.turn_ids.len()),
-        ] {
+        for (what, len) in
+            [("policy_mask", self.policy_mask.len()), ("sampler_logprobs", self.sampler_logprobs.len()), ("turn_ids", self.turn_ids.len())]
+        {
             if len != n {
                 return Err(format!("episode {}: {what} has {len} entries, ids has {n}", self.task_id));
             }

@@ -101,11 +101,7 @@ pub fn summarize(counts: &[TaskCount], bootstrap: &Bootstrap) -> Result<PassSumm
 
 /// Paired difference after − before, matching tasks by id. Both sides must hold the same
 /// task ids.
-pub fn paired_difference(
-    before: &[TaskCount],
-    after: &[TaskCount],
-    bootstrap: &Bootstrap,
-) -> Result<PairedDifference, String> {
+pub fn paired_difference(before: &[TaskCount], after: &[TaskCount], bootstrap: &Bootstrap) -> Result<PairedDifference, String> {
     if before.len() != after.len() {
         return Err(format!("before has {} tasks, after has {}", before.len(), after.len()));
     }
@@ -152,9 +148,7 @@ fn resample_means(x: &[f64], b: &Bootstrap) -> Vec<f64> {
     }
     let mut rng = SplitMix64(b.seed);
     let t = x.len() as u64;
-    (0..b.resamples)
-        .map(|_| (0..t).map(|_| x[rng.below(t) as usize]).sum::<f64>() / t as f64)
-        .collect()
+    (0..b.resamples).map(|_| (0..t).map(|_| x[rng.below(t) as usize]).sum::<f64>() / t as f64).collect()
 }
 
 /// Percentile interval with linear interpolation between order statistics (numpy's

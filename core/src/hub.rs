@@ -36,8 +36,7 @@ pub fn cache_dir_from(var: impl Fn(&str) -> Option<PathBuf>) -> PathBuf {
 
 /// Whether `text` has the shape of a repo id (`org/name`, neither part empty, not a path).
 pub fn is_repo_id(text: &str) -> bool {
-    !text.starts_with(['/', '.', '~'])
-        && text.split_once('/').is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+    !text.starts_with(['/', '.', '~']) && text.split_once('/').is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
 }
 
 /// The snapshot directory of `repo_id` in `cache`.

@@ -195,22 +195,12 @@ pub struct Normalizer {
 impl Normalizer {
     /// From the policy-token count of every row of the minibatch. `horizon` unset: the
     /// padded width (`padded_width`, the longest row's token dimension).
-    pub fn from_lengths(
-        aggregation: Aggregation,
-        horizon: Option<f64>,
-        lengths: &[f64],
-        padded_width: usize,
-    ) -> Result<Self, LossError> {
+    pub fn from_lengths(aggregation: Aggregation, horizon: Option<f64>, lengths: &[f64], padded_width: usize) -> Result<Self, LossError> {
         let horizon = horizon.unwrap_or(padded_width as f64);
         if aggregation == Aggregation::ConstantHorizon && (horizon.is_nan() || horizon <= 0.0) {
             return Err(LossError::Invalid(format!("constant-horizon needs a horizon > 0, got {horizon}")));
         }
-        Ok(Self {
-            aggregation,
-            tokens: lengths.iter().sum(),
-            sequences: lengths.iter().filter(|&&l| l > 0.0).count() as f64,
-            horizon,
-        })
+        Ok(Self { aggregation, tokens: lengths.iter().sum(), sequences: lengths.iter().filter(|&&l| l > 0.0).count() as f64, horizon })
     }
 
     /// From the masks of every micro-batch of the minibatch (reads them back to the host).

@@ -101,12 +101,7 @@ pub trait TrainablePolicy: Policy {
     fn device(&self) -> burn::DispatchDevice;
 
     /// As [`Policy::score`], on the training module, with gradients.
-    fn score_with_grad(
-        &self,
-        sequences: &[Vec<u32>],
-        positions: Option<&[Vec<usize>]>,
-        entropy: bool,
-    ) -> Result<Scores, PolicyError>;
+    fn score_with_grad(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError>;
 
     /// Backpropagate one micro-batch's scalar loss and add its gradients to the
     /// accumulated ones.

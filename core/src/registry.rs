@@ -109,12 +109,7 @@ pub fn table<P: Kind>(entries: impl IntoIterator<Item = &'static P>) -> Result<V
     for pair in entries.windows(2) {
         if pair[0].name() == pair[1].name() {
             let (a, b) = (pair[0].origin(), pair[1].origin());
-            return Err(RegistryError::Duplicate {
-                kind: P::KIND,
-                name: pair[0].name(),
-                first: a.min(b),
-                second: a.max(b),
-            });
+            return Err(RegistryError::Duplicate { kind: P::KIND, name: pair[0].name(), first: a.min(b), second: a.max(b) });
         }
     }
     Ok(entries)
@@ -155,10 +150,7 @@ mod tests {
     #[test]
     fn duplicate_names_are_rejected_naming_both_origins() {
         let err = get::<Clash>("same").err().unwrap();
-        assert_eq!(
-            err,
-            RegistryError::Duplicate { kind: "clash", name: "same", first: "crate_one", second: "crate_two" }
-        );
+        assert_eq!(err, RegistryError::Duplicate { kind: "clash", name: "same", first: "crate_one", second: "crate_two" });
         assert!(all::<Clash>().is_err());
     }
 }

@@ -146,7 +146,10 @@ mod tests {
             vec![call("Read", serde_json::json!({"file_path": "/a.py", "limit": 5})), call("submit", serde_json::json!({}))]
         );
         assert_eq!(parse("<tool_call>{\"name\":\"Read\",\"arguments\":{\"file_path\":\"x\",\"offset\":null}}</tool_call>").len(), 1);
-        assert!(matches!(parse("<tool_call>{\"name\":\"Read\",\"arguments\":{\"file_path\":\"x\",\"offset\":null}}</tool_call>")[0], ParsedCall::Call(_)));
+        assert!(matches!(
+            parse("<tool_call>{\"name\":\"Read\",\"arguments\":{\"file_path\":\"x\",\"offset\":null}}</tool_call>")[0],
+            ParsedCall::Call(_)
+        ));
     }
 
     #[test]
@@ -171,10 +174,22 @@ mod tests {
             ("<tool_call>{\"name\": \"edit\", \"arguments\": {\"op\": 1}}</tool_call>", "`op` must be string"),
             ("<tool_call>{\"name\": \"edit\", \"arguments\": {\"op\": null}}</tool_call>", "`op` must be string"),
             ("<tool_call>{\"name\": \"edit\", \"arguments\": {\"op\": \"A\", \"why\": \"x\"}}</tool_call>", "unexpected argument `why`"),
-            ("<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"extra\": 1}}</tool_call>", "unexpected argument `extra`"),
-            ("<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": -1}}</tool_call>", "`limit` must be at least 0"),
-            ("<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": 1.5}}</tool_call>", "`limit` must be integer"),
-            ("<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": \"5\"}}</tool_call>", "`limit` must be integer"),
+            (
+                "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"extra\": 1}}</tool_call>",
+                "unexpected argument `extra`",
+            ),
+            (
+                "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": -1}}</tool_call>",
+                "`limit` must be at least 0",
+            ),
+            (
+                "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": 1.5}}</tool_call>",
+                "`limit` must be integer",
+            ),
+            (
+                "<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\", \"limit\": \"5\"}}</tool_call>",
+                "`limit` must be integer",
+            ),
             ("<tool_call>{\"name\": \"Read\", \"arguments\": {\"file_path\": [\"a\"]}}</tool_call>", "`file_path` must be string"),
             ("<tool_call>{\"name\": \"submit\", \"arguments\": {\"now\": true}}</tool_call>", "unexpected argument `now`"),
             ("<tool_call>{\"name\": \"edit\", \"arguments\": {\"op\": \"A\"}}", "unclosed <tool_call>"),

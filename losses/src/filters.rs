@@ -26,9 +26,7 @@ pub fn correction(s: &Settings, old: &T2, behavior: Option<&T2>) -> Result<Corre
         return Ok(Correction { weight: None, keep: None });
     }
     let behavior = behavior.ok_or_else(|| {
-        LossError::Invalid(
-            "loss.decoupled, loss.tis, loss.icepop and loss.kpop need behavior_log_prob (the sampler's log-probs)".into(),
-        )
+        LossError::Invalid("loss.decoupled, loss.tis, loss.icepop and loss.kpop need behavior_log_prob (the sampler's log-probs)".into())
     })?;
     let w = ratio(old.clone(), behavior.clone()).detach();
     let weight = (s.decoupled || s.tis.is_some()).then(|| match s.tis {
@@ -36,10 +34,12 @@ pub fn correction(s: &Settings, old: &T2, behavior: Option<&T2>) -> Result<Corre
         None => w.clone(),
     });
     let mut keep: Option<T2> = None;
-    let mut and = |k: T2| keep = Some(match keep.take() {
-        Some(prev) => prev * k,
-        None => k,
-    });
+    let mut and = |k: T2| {
+        keep = Some(match keep.take() {
+            Some(prev) => prev * k,
+            None => k,
+        })
+    };
     if let Some((lo, hi)) = s.icepop {
         and(ind(w.clone().greater_equal_elem(lo), &w) * ind(w.clone().lower_equal_elem(hi), &w));
     }

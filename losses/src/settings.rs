@@ -114,10 +114,7 @@ impl Settings {
         }
         let aggregation = c.aggregation.unwrap_or(defaults.aggregation);
         if c.horizon.is_some() && aggregation != Aggregation::ConstantHorizon {
-            return Err(fail(format!(
-                "setting `loss.horizon` applies only to constant-horizon aggregation, not {}",
-                aggregation.name()
-            )));
+            return Err(fail(format!("setting `loss.horizon` applies only to constant-horizon aggregation, not {}", aggregation.name())));
         }
         let s = Settings {
             family,

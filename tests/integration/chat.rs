@@ -24,7 +24,8 @@ fn render_prints_hfs_text_and_ids() {
     for name in ["spec_2_2_two_calls_two_results", "reasoning_before_and_after_last_query", "plain_prompt"] {
         let case = doc["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap();
         let messages = write_json(&dir, "messages.json", &case["messages"]);
-        let mut args = vec!["render".to_string(), "--model".into(), model.display().to_string(), "--messages".into(), messages.display().to_string()];
+        let mut args =
+            vec!["render".to_string(), "--model".into(), model.display().to_string(), "--messages".into(), messages.display().to_string()];
         if case["tools"].is_array() {
             args.extend(["--tools".into(), write_json(&dir, "tools.json", &case["tools"]).display().to_string()]);
         }
@@ -79,7 +80,10 @@ fn a_template_syntax_error_names_the_file_and_line() {
     let config = serde_json::json!({"eos_token": "<|im_end|>", "chat_template": "{% for m in messages %}\n{{ m.content }\n{% endfor %}"});
     let dir = model_dir("bad-syntax", Some(config));
     let err = render_error(&dir, "[]");
-    assert!(err.starts_with(&format!("chat template {} has a syntax error: syntax error: ", dir.join("tokenizer_config.json").display())), "{err}");
+    assert!(
+        err.starts_with(&format!("chat template {} has a syntax error: syntax error: ", dir.join("tokenizer_config.json").display())),
+        "{err}"
+    );
     assert!(err.contains("(in chat_template:2)"), "{err}");
 }
 

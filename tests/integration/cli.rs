@@ -47,8 +47,7 @@ fn config_schema_is_json_schema_of_the_run_config() {
 #[test]
 fn run_with_no_steps_and_no_eval_still_checks_and_reports() {
     let dir = arl_tests::scratch_dir("run-zero-steps");
-    let out = arl(&with_stand_ins(&["run", "--env", "sum", "--steps", "0", "--eval-n", "0", "--out", dir.to_str().unwrap()]))
-        .unwrap();
+    let out = arl(&with_stand_ins(&["run", "--env", "sum", "--steps", "0", "--eval-n", "0", "--out", dir.to_str().unwrap()])).unwrap();
     assert!(out.contains("chat self-check passed"), "{out}");
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["steps"].as_array().map(Vec::len), Some(0));

@@ -75,8 +75,19 @@ fn crosscheck_refuses_bad_requests_with_the_fix() {
 fn cpu_and_libtorch_agree_on_every_fixture_within_1e_4() {
     for name in ["qwen3-a", "qwen3-b", "qwen2", "llama"] {
         let dir = fixture(name);
-        let doc = crosscheck(&["--model", dir.to_str().unwrap(), "--backends", "cpu,tch", "--samples", "4", "--max-new-tokens", "12", "--tolerance", "1e-4"])
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doc = crosscheck(&[
+            "--model",
+            dir.to_str().unwrap(),
+            "--backends",
+            "cpu,tch",
+            "--samples",
+            "4",
+            "--max-new-tokens",
+            "12",
+            "--tolerance",
+            "1e-4",
+        ])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let max = doc["pairs"][0]["max_abs_diff"].as_f64().unwrap();
         assert!(max <= 1e-4, "{name}: max |Δ logprob| {max}");
         eprintln!("{name}: cpu vs tch max |Δ logprob| {max:.2e}, mean {:.2e}", doc["pairs"][0]["mean_abs_diff"].as_f64().unwrap());
@@ -101,8 +112,18 @@ fn cpu_and_libtorch_agree_in_bf16_and_f16_within_half_precision_noise() {
         for name in ["qwen3-a", "qwen2"] {
             let dir = fixture(name);
             let doc = crosscheck(&[
-                "--model", dir.to_str().unwrap(), "--backends", "cpu,tch", "--dtype", dtype, "--samples", "4", "--max-new-tokens", "12",
-                "--tolerance", &tol.to_string(),
+                "--model",
+                dir.to_str().unwrap(),
+                "--backends",
+                "cpu,tch",
+                "--dtype",
+                dtype,
+                "--samples",
+                "4",
+                "--max-new-tokens",
+                "12",
+                "--tolerance",
+                &tol.to_string(),
             ])
             .unwrap_or_else(|e| panic!("{name} {dtype}: {e}"));
             let (max, mean) = (doc["pairs"][0]["max_abs_diff"].as_f64().unwrap(), doc["pairs"][0]["mean_abs_diff"].as_f64().unwrap());
@@ -118,8 +139,19 @@ fn cpu_and_libtorch_agree_in_bf16_and_f16_within_half_precision_noise() {
 fn cuda_cpu_and_cuda_agree_on_every_fixture_within_1e_3() {
     for name in ["qwen3-a", "qwen3-b", "qwen2", "llama"] {
         let dir = fixture(name);
-        let doc = crosscheck(&["--model", dir.to_str().unwrap(), "--backends", "cpu,cuda", "--samples", "4", "--max-new-tokens", "12", "--tolerance", "1e-3"])
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doc = crosscheck(&[
+            "--model",
+            dir.to_str().unwrap(),
+            "--backends",
+            "cpu,cuda",
+            "--samples",
+            "4",
+            "--max-new-tokens",
+            "12",
+            "--tolerance",
+            "1e-3",
+        ])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         eprintln!("{name}: cpu vs cuda max |Δ logprob| {:.2e}", doc["pairs"][0]["max_abs_diff"].as_f64().unwrap());
     }
 }

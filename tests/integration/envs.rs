@@ -28,8 +28,7 @@ fn list_shows_the_edit_env_and_the_rlimit_sandbox() {
 #[test]
 fn tasks_json_lists_ids_families_and_functions() {
     let train: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "edit", "--json"]).unwrap()).unwrap();
-    let held: Vec<Value> =
-        serde_json::from_str(&arl(&["tasks", "--env", "edit", "--split", "heldout", "--json"]).unwrap()).unwrap();
+    let held: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "edit", "--split", "heldout", "--json"]).unwrap()).unwrap();
     assert_eq!((train.len(), held.len()), (128, 16));
     for t in train.iter().chain(&held) {
         assert!(t["id"].is_string() && t["family"].is_string() && t["function"].is_string(), "{t}");
@@ -44,8 +43,7 @@ fn grade_gives_one_to_the_reference_and_zero_to_the_bug() {
     let dir = scratch("grade");
     let out = arl(&["tasks", "--env", "edit", "--split", "heldout", "--dump", dir.to_str().unwrap()]).unwrap();
     assert!(out.starts_with("wrote 16 tasks"), "{out}");
-    let task: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("minmax-spread-0/task.json")).unwrap()).unwrap();
+    let task: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("minmax-spread-0/task.json")).unwrap()).unwrap();
     let function = task["data"]["function"].as_str().unwrap();
     let buggy = dir.join(format!("minmax-spread-0/{function}.py"));
     assert!(dir.join(format!("minmax-spread-0/test_{function}.py")).is_file());
@@ -68,15 +66,15 @@ fn sandbox_run_prints_the_outcome_as_json() {
     let dir = scratch("sandbox");
     std::fs::write(dir.join("helper.py"), "VALUE = 41\n").unwrap();
     let main = dir.join("main.py");
-    std::fs::write(&main, "import os, sys\nsys.path.insert(0, os.getcwd())\nimport helper\nprint(helper.VALUE + 1)\nsys.exit(3)\n").unwrap();
+    std::fs::write(&main, "import os, sys\nsys.path.insert(0, os.getcwd())\nimport helper\nprint(helper.VALUE + 1)\nsys.exit(3)\n")
+        .unwrap();
     let doc: Value = serde_json::from_str(&arl(&["sandbox", "run", main.to_str().unwrap(), "--timeout", "5"]).unwrap()).unwrap();
     assert_eq!((doc["exit_code"].as_i64(), doc["stdout"].as_str()), (Some(3), Some("42\n")), "{doc}");
     assert_eq!(doc["timed_out"], Value::Bool(false));
     assert!(doc["signal"].is_null() && doc["stderr"].is_string() && doc["resources"]["wall_ms"].is_u64(), "{doc}");
     let sleeper = dir.join("sleep.py");
     std::fs::write(&sleeper, "import time\ntime.sleep(30)\n").unwrap();
-    let doc: Value =
-        serde_json::from_str(&arl(&["sandbox", "run", sleeper.to_str().unwrap(), "--timeout", "0.5"]).unwrap()).unwrap();
+    let doc: Value = serde_json::from_str(&arl(&["sandbox", "run", sleeper.to_str().unwrap(), "--timeout", "0.5"]).unwrap()).unwrap();
     assert_eq!(doc["timed_out"], Value::Bool(true), "{doc}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

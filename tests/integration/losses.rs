@@ -114,7 +114,20 @@ fn loss_eval_reproduces_the_reference() {
     assert_eq!(out["grad_log_prob"].as_array().unwrap().len(), 4);
     assert!(out["metrics"]["clip_frac_high"].as_f64().unwrap() > 0.0, "{out}");
     // --agg and --set (with or without the `loss.` prefix) use the run config's keys.
-    let args = ["loss", "eval", "--loss", "grpo", "--agg", "token-mean", "--set", "clip_high=0.28", "--set", "loss.dual_clip=3.0", "--input", &path];
+    let args = [
+        "loss",
+        "eval",
+        "--loss",
+        "grpo",
+        "--agg",
+        "token-mean",
+        "--set",
+        "clip_high=0.28",
+        "--set",
+        "loss.dual_clip=3.0",
+        "--input",
+        &path,
+    ];
     let out: Value = serde_json::from_str(&arl(&args).unwrap()).unwrap();
     let want = case("dapo_dual_clip");
     assert!((out["loss"].as_f64().unwrap() - want["expected_loss"].as_f64().unwrap()).abs() < 1e-9, "{out}");

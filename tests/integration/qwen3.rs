@@ -276,7 +276,9 @@ fn load_errors_name_the_problem() {
 
     // A tensor the config requires but the file lacks: an untied head without lm_head.weight.
     std::fs::copy(fixtures().join("qwen2/model.safetensors"), dir.join("model.safetensors")).unwrap();
-    let untied = std::fs::read_to_string(fixtures().join("qwen2/config.json")).unwrap().replace(r#""tie_word_embeddings": true"#, r#""tie_word_embeddings": false"#);
+    let untied = std::fs::read_to_string(fixtures().join("qwen2/config.json"))
+        .unwrap()
+        .replace(r#""tie_word_embeddings": true"#, r#""tie_word_embeddings": false"#);
     std::fs::write(dir.join("config.json"), untied).unwrap();
     let err = load_err(&dir);
     assert!(err.contains("tensor `lm_head.weight` is missing"), "{err}");
@@ -325,11 +327,13 @@ fn cli_score_prints_logprobs_at_every_or_the_requested_positions() {
 
 #[test]
 fn cli_generate_and_bench_gen_run_on_a_preset() {
-    let out = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "1,2,3", "--prompt", "[4 5]", "--max-new-tokens", "4"]).unwrap();
+    let out = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "1,2,3", "--prompt", "[4 5]", "--max-new-tokens", "4"])
+        .unwrap();
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
     assert!(lines.iter().all(|g| g["ids"].as_array().unwrap().len() == g["sampler_logprobs"].as_array().unwrap().len()));
-    let out = arl_tests::arl(&["bench", "gen", "--model", "tiny-vocab512", "--batch", "2", "--prompt-len", "3", "--new-tokens", "3"]).unwrap();
+    let out =
+        arl_tests::arl(&["bench", "gen", "--model", "tiny-vocab512", "--batch", "2", "--prompt-len", "3", "--new-tokens", "3"]).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["decode_tokens_per_s"].as_f64().unwrap() > 0.0 && doc["prefill_tokens_per_s"].as_f64().unwrap() > 0.0);
     let out = arl_tests::arl(&["bench", "score", "--model", "tiny-vocab512", "--batch", "2", "--seq-len", "8", "--steps", "1"]).unwrap();
@@ -340,7 +344,10 @@ fn cli_generate_and_bench_gen_run_on_a_preset() {
 #[test]
 fn cli_model_errors_are_one_clear_line() {
     let err = arl_tests::arl(&["generate", "--model", "arl-test/not-a-model", "--prompt", "1"]).unwrap_err();
-    assert!(err.contains("arl-test/not-a-model") && err.contains("models--arl-test--not-a-model") && err.contains("huggingface-cli download"), "{err}");
+    assert!(
+        err.contains("arl-test/not-a-model") && err.contains("models--arl-test--not-a-model") && err.contains("huggingface-cli download"),
+        "{err}"
+    );
     let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "hello"]).unwrap_err();
     assert!(err.contains("not a token id"), "{err}");
     let err = arl_tests::arl(&["generate", "--model", "tiny-vocab512", "--prompt", "999"]).unwrap_err();

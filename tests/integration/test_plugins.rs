@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arl_core::config::{AdvantageConfig, LossConfig, SandboxConfig};
 use arl_core::{
-    AdvantageFn, AdvantageInput, Aggregation, Job, JobOutcome, LossError, LossInput, LossMetrics, PluginError,
-    PolicyLoss, Sandbox, SandboxError, TokenLoss,
+    AdvantageFn, AdvantageInput, Aggregation, Job, JobOutcome, LossError, LossInput, LossMetrics, PluginError, PolicyLoss, Sandbox,
+    SandboxError, TokenLoss,
 };
 
 pub struct NullSandbox;

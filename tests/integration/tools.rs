@@ -21,10 +21,8 @@ fn list_shows_the_tools_env_and_the_claude_code_tool_set() {
 
 #[test]
 fn tasks_lists_the_tools_bank() {
-    let held: Vec<Value> =
-        serde_json::from_str(&arl(&["tasks", "--env", "tools", "--split", "heldout", "--json"]).unwrap()).unwrap();
-    let edit: Vec<Value> =
-        serde_json::from_str(&arl(&["tasks", "--env", "edit", "--split", "heldout", "--json"]).unwrap()).unwrap();
+    let held: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "tools", "--split", "heldout", "--json"]).unwrap()).unwrap();
+    let edit: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "edit", "--split", "heldout", "--json"]).unwrap()).unwrap();
     assert_eq!(held.len(), 16);
     assert_eq!(held, edit, "both gyms draw on the same bank");
 }
@@ -93,13 +91,30 @@ fn grade_takes_tasks_of_the_tools_env() {
 fn run_smoke_checks_the_tools_and_runs_held_out_episodes_without_training() {
     let dir = arl_tests::scratch_dir("tools-smoke");
     let out = arl(&[
-        "run", "--env", "tools", "--model", "tiny", "--sandbox", "rlimit", "--smoke", "--smoke-n", "2", "--max-new-tokens", "8",
-        "--max-turns", "2", "--out", dir.to_str().unwrap(),
+        "run",
+        "--env",
+        "tools",
+        "--model",
+        "tiny",
+        "--sandbox",
+        "rlimit",
+        "--smoke",
+        "--smoke-n",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--max-turns",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
     ])
     .unwrap();
     assert!(out.contains("sandbox=rlimit"), "{out}");
     assert!(out.contains("smoke: chat self-check: chat self-check passed"), "{out}");
-    assert!(out.contains("smoke: tool schemas render: Read(file_path, offset, limit), Edit(file_path, old_string, new_string, replace_all)"), "{out}");
+    assert!(
+        out.contains("smoke: tool schemas render: Read(file_path, offset, limit), Edit(file_path, old_string, new_string, replace_all)"),
+        "{out}"
+    );
     for tool in ["tool Read", "tool Edit", "tool Write", "tool Bash"] {
         assert!(out.contains(tool), "{tool}: {out}");
     }
@@ -139,7 +154,10 @@ fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
         let turns = [
             call("Bash", json!({"command": "pytest"})) + &call("Bash", json!({"command": "pytest -q -k nothing_matches"})),
             call("Write", json!({"file_path": "/repo/helper.py", "content": "def fail():\n    raise ValueError('boom')\n"}))
-                + &call("Write", json!({"file_path": "/repo/boom.py", "content": format!("from {function} import {function}\nimport helper\nprint('before')\nhelper.fail()\n")}))
+                + &call(
+                    "Write",
+                    json!({"file_path": "/repo/boom.py", "content": format!("from {function} import {function}\nimport helper\nprint('before')\nhelper.fail()\n")}),
+                )
                 + &call("Bash", json!({"command": "python boom.py"}))
                 + &call("Bash", json!({"command": "python -c \"print(2 + 3)\""})),
         ];
@@ -162,8 +180,22 @@ fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
 fn run_smoke_under_the_wasm_sandbox_names_it() {
     let dir = arl_tests::scratch_dir("tools-smoke-wasm");
     let out = arl(&[
-        "run", "--env", "tools", "--model", "tiny", "--sandbox", "wasm", "--smoke", "--smoke-n", "1", "--max-new-tokens", "4",
-        "--max-turns", "2", "--out", dir.to_str().unwrap(),
+        "run",
+        "--env",
+        "tools",
+        "--model",
+        "tiny",
+        "--sandbox",
+        "wasm",
+        "--smoke",
+        "--smoke-n",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--max-turns",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
     ])
     .unwrap();
     assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episodes (sandbox wasm)"), "{out}");

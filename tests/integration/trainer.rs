@@ -8,10 +8,7 @@ use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
 use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect};
 use arl_core::train::rollout::{RolloutOptions, rollout};
 use arl_core::train::update::{UpdateOptions, policy_positions, recompute_logprobs, update, update_with_reference};
-use arl_core::{
-    AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task,
-    ToolSchema,
-};
+use arl_core::{AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task, ToolSchema};
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
 
@@ -174,8 +171,25 @@ fn conversations_from_rollouts_keep_the_sampler_ids() {
 fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     let dir = std::env::temp_dir().join(format!("arl-run-test-{}", std::process::id()));
     let out = arl_tests::arl(&[
-        "run", "--env", "sum", "--model", "tiny", "--steps", "1", "--prompts", "2", "--group-size", "2",
-        "--max-new-tokens", "4", "--eval-n", "1", "--set", "env.options.heldout_tasks=2", "--out", dir.to_str().unwrap(),
+        "run",
+        "--env",
+        "sum",
+        "--model",
+        "tiny",
+        "--steps",
+        "1",
+        "--prompts",
+        "2",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--eval-n",
+        "1",
+        "--set",
+        "env.options.heldout_tasks=2",
+        "--out",
+        dir.to_str().unwrap(),
     ])
     .unwrap();
     assert!(out.contains("chat self-check:"), "{out}");
@@ -323,7 +337,9 @@ fn gradient_checkpointing_gives_the_same_update() {
     let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
     let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
     let run = |checkpointing: bool| {
-        let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::F32, checkpointing).unwrap();
+        let mut p =
+            QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::F32, checkpointing)
+                .unwrap();
         let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
         (m, recompute_logprobs(&p, &episodes, 4).unwrap())
     };
@@ -358,9 +374,8 @@ fn a_bf16_policy_samples_and_takes_finite_update_steps() {
 #[test]
 fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
     arl_plugins::link();
-    let build = |kl_coef: f64| {
-        (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig { kl_coef, ..LossConfig::default() }).unwrap()
-    };
+    let build =
+        |kl_coef: f64| (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig { kl_coef, ..LossConfig::default() }).unwrap();
     let (plain, with_kl) = (build(0.0), build(1.0));
     let env = Letters;
     let reference = arl_qwen3::QwenPolicy::load("tiny-vocab512", &arl_qwen3::cpu()).unwrap();

@@ -19,7 +19,9 @@ mod letters {
     use std::sync::Arc;
 
     use arl_core::config::EnvConfig;
-    use arl_core::{AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema};
+    use arl_core::{
+        AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
+    };
 
     struct Letters;
 
@@ -84,9 +86,28 @@ fn out_dir(name: &str) -> PathBuf {
 /// Three steps on the tiny preset, a checkpoint after every step; `extra` flags last.
 fn command(out: &Path, extra: &[&str]) -> Command {
     let mut args: Vec<String> = [
-        "run", "--env", "test-letters", "--model", "tiny", "--steps", "3", "--prompts", "1", "--group-size", "4",
-        "--max-new-tokens", "4", "--eval-n", "0", "--seed", "5", "--lr", "1e-3",
-        "--set", "trainer.checkpoint_every=1", "--out",
+        "run",
+        "--env",
+        "test-letters",
+        "--model",
+        "tiny",
+        "--steps",
+        "3",
+        "--prompts",
+        "1",
+        "--group-size",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--eval-n",
+        "0",
+        "--seed",
+        "5",
+        "--lr",
+        "1e-3",
+        "--set",
+        "trainer.checkpoint_every=1",
+        "--out",
     ]
     .map(String::from)
     .to_vec();
@@ -111,8 +132,20 @@ fn steps(out: &Path) -> Vec<serde_json::Value> {
 
 /// The metrics that do not depend on the clock.
 const DETERMINISTIC: &[&str] = &[
-    "reward_mean", "pass_rate", "loss", "grad_norm", "logprob_gap_mean", "logprob_gap_max", "ratio_mean",
-    "clip_frac_high", "clip_frac_low", "entropy", "policy_tokens", "lr", "episodes", "truncated_frac",
+    "reward_mean",
+    "pass_rate",
+    "loss",
+    "grad_norm",
+    "logprob_gap_mean",
+    "logprob_gap_max",
+    "ratio_mean",
+    "clip_frac_high",
+    "clip_frac_low",
+    "entropy",
+    "policy_tokens",
+    "lr",
+    "episodes",
+    "truncated_frac",
 ];
 
 fn assert_same_metrics(a: &serde_json::Value, b: &serde_json::Value) {

@@ -87,7 +87,13 @@ impl HfChatCodec {
     /// The text after the turn `history.last()` (an assistant turn) up to the next
     /// generation prompt, as the template renders it; `stop_text` (what the sampler already
     /// wrote of the turn end) is left out.
-    fn observation_text(&self, history: &[Message], observations: &[Message], tools: &[ToolSchema], stop_text: Option<&str>) -> Result<String, ChatError> {
+    fn observation_text(
+        &self,
+        history: &[Message],
+        observations: &[Message],
+        tools: &[ToolSchema],
+        stop_text: Option<&str>,
+    ) -> Result<String, ChatError> {
         match history.last() {
             Some(m) if m.role == arl_core::Role::Assistant => {}
             _ => return Err(ChatError::NotAppendOnly("observations must follow an assistant turn".into())),
@@ -135,7 +141,13 @@ impl ChatCodec for HfChatCodec {
         self.encode(&self.render_typed(messages, tools, true)?)
     }
 
-    fn observation_ids(&self, history: &[Message], observations: &[Message], tools: &[ToolSchema], stop: Option<u32>) -> Result<Vec<u32>, ChatError> {
+    fn observation_ids(
+        &self,
+        history: &[Message],
+        observations: &[Message],
+        tools: &[ToolSchema],
+        stop: Option<u32>,
+    ) -> Result<Vec<u32>, ChatError> {
         let stop_text = stop.map(|id| self.decode(&[id])).transpose()?;
         self.encode(&self.observation_text(history, observations, tools, stop_text.as_deref())?)
     }

@@ -50,7 +50,12 @@ impl ChatFiles {
             }
         }
         let mut seen = Vec::new();
-        stop_ids.retain(|id| !seen.contains(id) && { seen.push(*id); true });
+        stop_ids.retain(|id| {
+            !seen.contains(id) && {
+                seen.push(*id);
+                true
+            }
+        });
         if stop_ids.is_empty() {
             return Err(missing(
                 "tokenizer config",
@@ -93,11 +98,7 @@ fn template_source(dir: &Path, config_path: &Path, config: &Map<String, Json>) -
     };
     match found {
         Some(text) => Ok((text, config_path.to_path_buf())),
-        None => Err(missing(
-            "chat template",
-            &jinja,
-            &format!("not found, and {} has no `chat_template`", config_path.display()),
-        )),
+        None => Err(missing("chat template", &jinja, &format!("not found, and {} has no `chat_template`", config_path.display()))),
     }
 }
 

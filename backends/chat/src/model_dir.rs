@@ -38,7 +38,10 @@ mod tests {
     #[test]
     fn a_missing_repo_says_where_it_looked() {
         let err = resolve_model_dir("nobody/no-such-model-xyz").unwrap_err().to_string();
-        assert!(err.starts_with("model nobody/no-such-model-xyz: is not a directory and not in the Hugging Face cache (looked in "), "{err}");
+        assert!(
+            err.starts_with("model nobody/no-such-model-xyz: is not a directory and not in the Hugging Face cache (looked in "),
+            "{err}"
+        );
         assert!(err.contains("models--nobody--no-such-model-xyz/refs/main"), "{err}");
     }
 }

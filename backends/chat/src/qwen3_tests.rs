@@ -51,7 +51,9 @@ fn renders_text_and_ids_exactly_as_hf() {
 #[test]
 fn special_token_ids_are_the_specs() {
     let codec = qwen3();
-    for (token, id) in [("<|endoftext|>", 151643), ("<|im_start|>", 151644), ("<|im_end|>", 151645), ("<think>", 151667), ("</think>", 151668)] {
+    for (token, id) in
+        [("<|endoftext|>", 151643), ("<|im_start|>", 151644), ("<|im_end|>", 151645), ("<think>", 151667), ("</think>", 151668)]
+    {
         assert_eq!(codec.token_to_id(token), Some(id), "{token}");
     }
     assert_eq!(codec.stop_ids(), &[151645]);
@@ -84,14 +86,17 @@ fn self_check_fails_readably_on_a_template_that_drops_reasoning() {
 fn self_check_fails_on_a_template_that_writes_last_observations_differently() {
     // A template that writes tool results differently when they are the last message.
     let (source, _) = crate::files::ChatFiles::load(&qwen3_dir()).unwrap().template;
-    let broken_source = source.replace(
-        "{{- '\\n</tool_response>' }}",
-        "{{- '\\n</tool_response>' }}{%- if loop.last %}{{- ' ' }}{%- endif %}",
-    );
+    let broken_source =
+        source.replace("{{- '\\n</tool_response>' }}", "{{- '\\n</tool_response>' }}{%- if loop.last %}{{- ' ' }}{%- endif %}");
     assert_ne!(broken_source, source, "the Qwen3 template changed; update this test");
     let broken = qwen3().with_template(&broken_source, "broken").unwrap();
     let err = broken.self_check().unwrap_err().to_string();
-    assert!(err.starts_with("chat self-check failed: adding an assistant turn changes what the template rendered before it: first difference at char "), "{err}");
+    assert!(
+        err.starts_with(
+            "chat self-check failed: adding an assistant turn changes what the template rendered before it: first difference at char "
+        ),
+        "{err}"
+    );
     assert!(err.contains(r#"prompt " <|im_end|>"#), "{err}");
 }
 

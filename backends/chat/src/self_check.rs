@@ -16,9 +16,9 @@
 //! The sampler is simulated by the template itself: a turn's sampled text is the template's
 //! rendering of that assistant message after the generation prompt, cut at the stop token.
 
-use arl_core::{ChatCodec, ChatError, Conversation, Message, ToolSchema};
 use arl_core::message::MessageToolCall;
 use arl_core::tool::ToolCall;
+use arl_core::{ChatCodec, ChatError, Conversation, Message, ToolSchema};
 use schemars::JsonSchema;
 use serde_json::{Value as Json, json};
 
@@ -48,9 +48,7 @@ fn check_thinking(codec: &HfChatCodec, r: &Reference) -> Result<usize, ChatError
     }
     let rest = codec.decode(&full[ours.len()..])?;
     if !rest.trim().is_empty() {
-        return Err(ChatError::SelfCheck(format!(
-            "thinking on: the template's rendering continues after the last turn with {rest:?}"
-        )));
+        return Err(ChatError::SelfCheck(format!("thinking on: the template's rendering continues after the last turn with {rest:?}")));
     }
     Ok(ours.len())
 }
@@ -128,7 +126,12 @@ struct Run {
     structured: Vec<Message>,
 }
 
-fn grow(codec: &HfChatCodec, r: &Reference, reasoning: bool, after_observation: impl Fn(&HfChatCodec, &Conversation, &[Message]) -> Result<(), ChatError>) -> Result<Run, ChatError> {
+fn grow(
+    codec: &HfChatCodec,
+    r: &Reference,
+    reasoning: bool,
+    after_observation: impl Fn(&HfChatCodec, &Conversation, &[Message]) -> Result<(), ChatError>,
+) -> Result<Run, ChatError> {
     let mut structured = r.opening.clone();
     let mut conversation = Conversation::start(codec, r.opening.clone(), r.tools.clone())?;
     for turn in &r.turns {

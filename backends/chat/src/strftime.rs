@@ -34,7 +34,10 @@ fn format_utc(format: &str, secs: u64) -> Result<String, Error> {
             Some('S') => out += &format!("{ss:02}"),
             Some('%') => out.push('%'),
             other => {
-                return Err(Error::new(ErrorKind::InvalidOperation, format!("strftime_now: unsupported directive %{}", other.unwrap_or(' '))));
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("strftime_now: unsupported directive %{}", other.unwrap_or(' ')),
+                ));
             }
         }
     }

@@ -52,10 +52,8 @@ impl ChatTemplate {
             Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
         });
         env.add_function("strftime_now", crate::strftime::strftime_now);
-        env.add_template_owned(NAME, source.to_string()).map_err(|e| ChatError::TemplateSyntax {
-            path: origin.to_string(),
-            message: one_line(&e),
-        })?;
+        env.add_template_owned(NAME, source.to_string())
+            .map_err(|e| ChatError::TemplateSyntax { path: origin.to_string(), message: one_line(&e) })?;
         Ok(Self { env, special_tokens })
     }
 
@@ -106,7 +104,8 @@ mod tests {
 
     #[test]
     fn python_methods_and_tojson() {
-        let src = "{{ messages[0].content.split('x')[-1].strip() }}|{{ messages[::-1][0].content.startswith('q') }}|{{ messages[1] | tojson }}";
+        let src =
+            "{{ messages[0].content.split('x')[-1].strip() }}|{{ messages[::-1][0].content.startswith('q') }}|{{ messages[1] | tojson }}";
         let out = render(src, json!([{"role": "user", "content": "axb "}, {"role": "tool", "content": "q<é>"}])).unwrap();
         assert_eq!(out, r#"b|True|{"role": "tool", "content": "q<é>"}"#);
     }

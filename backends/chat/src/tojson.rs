@@ -16,8 +16,7 @@ pub fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     let ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
     kwargs.assert_all_used()?;
-    let mut json = serde_json::to_value(value)
-        .map_err(|e| Error::new(ErrorKind::BadSerialization, format!("tojson: {e}")))?;
+    let mut json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::BadSerialization, format!("tojson: {e}")))?;
     if sort_keys == Some(true) {
         sort(&mut json);
     }

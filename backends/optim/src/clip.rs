@@ -4,8 +4,8 @@ use std::marker::PhantomData;
 
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{ElementConversion, Tensor};
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{ElementConversion, Tensor};
 
 /// The L2 norm of all gradients of `module`'s parameters taken together.
 pub fn global_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &GradientsParams) -> f64 {
@@ -16,11 +16,7 @@ pub fn global_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, gr
 
 /// Scale every gradient by `max_norm / (norm + 1e-6)` when that is below 1 (torch's
 /// `clip_grad_norm_`). Returns the norm before clipping. `max_norm <= 0` disables clipping.
-pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
-    module: &M,
-    grads: &mut GradientsParams,
-    max_norm: f64,
-) -> f64 {
+pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &mut GradientsParams, max_norm: f64) -> f64 {
     let norm = global_grad_norm::<B, M>(module, grads);
     if max_norm > 0.0 {
         let coef = max_norm / (norm + 1e-6);
@@ -30,7 +26,6 @@ pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
     }
     norm
 }
-
 
 struct SquaredNorm<'a, B: AutodiffBackend> {
     grads: &'a GradientsParams,

@@ -43,7 +43,9 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         meta.insert("parameters".into(), index.to_string());
         let views: Vec<(String, TensorView<'_>)> = tensors
             .iter()
-            .map(|(name, shape, bytes)| Ok((name.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes).map_err(|e| io(e.to_string()))?)))
+            .map(|(name, shape, bytes)| {
+                Ok((name.clone(), TensorView::new(Dtype::F32, shape.clone(), bytes).map_err(|e| io(e.to_string()))?))
+            })
             .collect::<Result<_, StateError>>()?;
         safetensors::serialize_to_file(views, Some(meta), path).map_err(|e| io(e.to_string()))
     }
@@ -232,7 +234,8 @@ mod tests {
         struct One<B: burn::tensor::backend::Backend> {
             a: Param<Tensor<B, 2>>,
         }
-        let one = One { a: Param::from_tensor(Tensor::<burn::Dispatch, 2>::from_data(TensorData::new(vec![0.0f32; 6], [3, 2]), &device())) };
+        let one =
+            One { a: Param::from_tensor(Tensor::<burn::Dispatch, 2>::from_data(TensorData::new(vec![0.0f32; 6], [3, 2]), &device())) };
         let mut o = Optim::<One<burn::Dispatch>>::new(OptimConfig::default());
         let err = o.load_state(&one, &path).unwrap_err().to_string();
         assert!(err.contains("does not fit"), "{err}");

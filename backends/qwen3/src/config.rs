@@ -266,10 +266,7 @@ impl ModelConfig {
         m.insert("hidden_act".into(), "silu".into());
         m.insert("rms_norm_eps".into(), self.rms_norm_eps.into());
         m.insert("rope_theta".into(), self.rope_theta.into());
-        m.insert(
-            "rope_parameters".into(),
-            serde_json::json!({"rope_type": "default", "rope_theta": self.rope_theta}),
-        );
+        m.insert("rope_parameters".into(), serde_json::json!({"rope_type": "default", "rope_theta": self.rope_theta}));
         m.insert("tie_word_embeddings".into(), self.tie_word_embeddings.into());
         match self.family {
             Family::Qwen3 | Family::Llama => {

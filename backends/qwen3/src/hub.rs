@@ -23,11 +23,8 @@ pub fn resolve_in(source: &str, cache: &Path) -> Result<Source, ModelError> {
     if let Some(p) = presets::find(source) {
         return Ok(Source::Preset(p.name));
     }
-    let not_found = |looked_in: String| ModelError::NotFound {
-        source_name: source.to_string(),
-        looked_in,
-        presets: presets::names().join(", "),
-    };
+    let not_found =
+        |looked_in: String| ModelError::NotFound { source_name: source.to_string(), looked_in, presets: presets::names().join(", ") };
     let snapshot = hub::snapshot_in(source, cache).map_err(|e| match e {
         HubError::NotRepoId(_) => not_found(format!("{} (not a directory either)", cache.display())),
         HubError::NotCached { refs } => not_found(refs.display().to_string()),

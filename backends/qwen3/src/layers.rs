@@ -8,10 +8,10 @@ use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
 
+use crate::ModelError;
 use crate::cache::LayerCache;
 use crate::config::ModelConfig;
 use crate::weights::WeightSource;
-use crate::ModelError;
 
 /// `x` as f32 (no op when it already is).
 pub fn to_f32<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
@@ -36,7 +36,14 @@ pub struct Linear<B: Backend> {
 
 impl<B: Backend> Linear<B> {
     /// Load HF `{prefix}.weight` (`[out, in]`, transposed here) and, if `bias`, `{prefix}.bias`.
-    pub fn load(src: &mut dyn WeightSource, prefix: &str, d_in: usize, d_out: usize, bias: bool, device: &B::Device) -> Result<Self, ModelError> {
+    pub fn load(
+        src: &mut dyn WeightSource,
+        prefix: &str,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
         let w = src.get(&format!("{prefix}.weight"), &[d_out, d_in])?;
         let weight = param(transpose(&w, d_out, d_in), [d_in, d_out], device);
         let bias = if bias { Some(param(src.get(&format!("{prefix}.bias"), &[d_out])?, [d_out], device)) } else { None };
@@ -162,7 +169,14 @@ impl<B: Backend> Attention<B> {
     /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `bias` is an additive mask
     /// `[B or 1, T, L]` over the `L = past + T` keys (0 or −∞), or `None` for plain causal
     /// attention without a cache.
-    pub fn forward(&self, x: Tensor<B, 2>, batch: usize, rope: &Rope<B>, bias: Option<Tensor<B, 3>>, cache: Option<&mut LayerCache<B>>) -> Tensor<B, 2> {
+    pub fn forward(
+        &self,
+        x: Tensor<B, 2>,
+        batch: usize,
+        rope: &Rope<B>,
+        bias: Option<Tensor<B, 3>>,
+        cache: Option<&mut LayerCache<B>>,
+    ) -> Tensor<B, 2> {
         let t = x.dims()[0] / batch;
         let (nh, nkv, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let heads = |y: Tensor<B, 2>, n: usize, norm: &Option<RmsNorm<B>>| {
@@ -250,7 +264,14 @@ impl<B: Backend> DecoderLayer<B> {
         })
     }
 
-    pub fn forward(&self, h: Tensor<B, 2>, batch: usize, rope: &Rope<B>, bias: Option<Tensor<B, 3>>, cache: Option<&mut LayerCache<B>>) -> Tensor<B, 2> {
+    pub fn forward(
+        &self,
+        h: Tensor<B, 2>,
+        batch: usize,
+        rope: &Rope<B>,
+        bias: Option<Tensor<B, 3>>,
+        cache: Option<&mut LayerCache<B>>,
+    ) -> Tensor<B, 2> {
         let h = h.clone() + self.self_attn.forward(self.input_layernorm.forward(h), batch, rope, bias, cache);
         h.clone() + self.mlp.forward(self.post_attention_layernorm.forward(h))
     }

@@ -8,11 +8,11 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
 
+use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
 use crate::layers::{DecoderLayer, RmsNorm, Rope, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
-use crate::ModelError;
 
 #[derive(Module, Debug)]
 pub struct Qwen3<B: Backend> {
@@ -35,11 +35,8 @@ impl<B: Backend> Qwen3<B> {
         let layers = (0..c.num_hidden_layers).map(|i| DecoderLayer::load(src, i, c, device)).collect::<Result<Vec<_>, _>>()?;
         let norm = RmsNorm::load(src, "model.norm.weight", h, c.rms_norm_eps, device)?;
         // A tied checkpoint may still ship `lm_head.weight` (Qwen3-0.6B does); HF ignores it.
-        let lm_head = if c.tie_word_embeddings {
-            None
-        } else {
-            Some(param(transpose(&src.get("lm_head.weight", &[v, h])?, v, h), [h, v], device))
-        };
+        let lm_head =
+            if c.tie_word_embeddings { None } else { Some(param(transpose(&src.get("lm_head.weight", &[v, h])?, v, h), [h, v], device)) };
         Ok(Self { embed_tokens, layers, norm, lm_head, config })
     }
 
@@ -76,7 +73,13 @@ impl<B: Backend> Qwen3<B> {
     /// Hidden states before the final norm, `[B·T, hidden]` (rows of a sequence contiguous).
     /// `positions` is `[B][T]` (rotary positions); `bias` an additive `[B or 1, T, past+T]`
     /// mask or `None` for plain causal attention.
-    pub fn hidden(&self, ids: &[Vec<u32>], positions: &[Vec<usize>], bias: Option<Tensor<B, 3>>, mut cache: Option<&mut KvCache<B>>) -> Tensor<B, 2> {
+    pub fn hidden(
+        &self,
+        ids: &[Vec<u32>],
+        positions: &[Vec<usize>],
+        bias: Option<Tensor<B, 3>>,
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 2> {
         let device = self.device();
         let batch = ids.len();
         let flat: Vec<i64> = ids.iter().flatten().map(|&i| i as i64).collect();

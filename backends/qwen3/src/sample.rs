@@ -33,7 +33,11 @@ pub fn generate<B: Backend>(model: &Qwen3<B>, prompts: &[Vec<u32>], opts: &Sampl
 }
 
 /// [`generate`], also returning where the time went.
-pub fn generate_timed<B: Backend>(model: &Qwen3<B>, prompts: &[Vec<u32>], opts: &SamplingParams) -> Result<(Vec<Generation>, GenTimings), ModelError> {
+pub fn generate_timed<B: Backend>(
+    model: &Qwen3<B>,
+    prompts: &[Vec<u32>],
+    opts: &SamplingParams,
+) -> Result<(Vec<Generation>, GenTimings), ModelError> {
     check(model, prompts, opts)?;
     let mut timings = GenTimings::default();
     let start = std::time::Instant::now();
@@ -42,11 +46,13 @@ pub fn generate_timed<B: Backend>(model: &Qwen3<B>, prompts: &[Vec<u32>], opts: 
     let b = prompts.len();
     let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let pads: Vec<usize> = prompts.iter().map(|x| p - x.len()).collect();
-    let mut out: Vec<Generation> = (0..b).map(|_| Generation { ids: vec![], sampler_logprobs: vec![], finish: FinishReason::Length }).collect();
+    let mut out: Vec<Generation> =
+        (0..b).map(|_| Generation { ids: vec![], sampler_logprobs: vec![], finish: FinishReason::Length }).collect();
     if opts.max_new_tokens == 0 {
         return Ok((out, timings));
     }
-    let mut rngs: Vec<ChaCha8Rng> = (0..b).map(|r| ChaCha8Rng::seed_from_u64(opts.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect();
+    let mut rngs: Vec<ChaCha8Rng> =
+        (0..b).map(|r| ChaCha8Rng::seed_from_u64(opts.seed ^ (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect();
 
     // Prefill: left-padded prompts; a padding query sees only itself (keeps softmax finite).
     let padded: Vec<Vec<u32>> = prompts.iter().map(|x| std::iter::repeat_n(x[0], p - x.len()).chain(x.iter().copied()).collect()).collect();

@@ -22,7 +22,12 @@ pub fn all_positions(sequences: &[Vec<u32>]) -> Vec<Vec<usize>> {
 }
 
 /// Score `sequences` (right-padded internally) at `positions` (per row, `1 ≤ t < len`).
-pub fn score<B: Backend>(model: &Qwen3<B>, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<ScoreOutput<B>, ModelError> {
+pub fn score<B: Backend>(
+    model: &Qwen3<B>,
+    sequences: &[Vec<u32>],
+    positions: Option<&[Vec<usize>]>,
+    entropy: bool,
+) -> Result<ScoreOutput<B>, ModelError> {
     let default;
     let positions = match positions {
         Some(p) => p,
@@ -58,7 +63,9 @@ pub fn score<B: Backend>(model: &Qwen3<B>, sequences: &[Vec<u32>], positions: Op
     let logits = model.head(hidden.select(0, int1(rows)));
     let lp = log_softmax(logits, 1);
     let picked = lp.clone().gather(1, int1(targets).reshape([n, 1])).reshape([n]);
-    let place = |values: Tensor<B, 1>| Tensor::<B, 1>::zeros([b * l], &device).scatter(0, int1(slots.clone()), values, IndexingUpdateOp::Add).reshape([b, l]);
+    let place = |values: Tensor<B, 1>| {
+        Tensor::<B, 1>::zeros([b * l], &device).scatter(0, int1(slots.clone()), values, IndexingUpdateOp::Add).reshape([b, l])
+    };
     let ent = entropy.then(|| place(lp.clone().exp().mul(lp).sum_dim(1).reshape([n]).neg()));
     Ok(ScoreOutput { logprobs: place(picked), entropy: ent })
 }

@@ -35,10 +35,9 @@ impl Checkpoint {
             let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::missing(&index_path, e))?;
             let doc: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| ModelError::Config { path: index_path.display().to_string(), message: e.to_string() })?;
-            let map = doc["weight_map"].as_object().ok_or_else(|| ModelError::Config {
-                path: index_path.display().to_string(),
-                message: "no `weight_map` object".into(),
-            })?;
+            let map = doc["weight_map"]
+                .as_object()
+                .ok_or_else(|| ModelError::Config { path: index_path.display().to_string(), message: "no `weight_map` object".into() })?;
             let mut names: Vec<String> = map.values().filter_map(|v| v.as_str().map(str::to_string)).collect();
             names.sort();
             names.dedup();
@@ -56,8 +55,8 @@ impl Checkpoint {
         for name in shard_names {
             let path = dir.join(&name);
             let bytes = std::fs::read(&path).map_err(|e| ModelError::missing(&path, e))?;
-            let st = SafeTensors::deserialize(&bytes)
-                .map_err(|e| ModelError::Safetensors { path: path.clone(), message: e.to_string() })?;
+            let st =
+                SafeTensors::deserialize(&bytes).map_err(|e| ModelError::Safetensors { path: path.clone(), message: e.to_string() })?;
             for n in st.names() {
                 index.insert(n.to_string(), files.len());
             }

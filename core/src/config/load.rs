@@ -68,8 +68,7 @@ impl RunConfig {
         let mut table = match file {
             Some(path) => {
                 let label = path.display().to_string();
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: label.clone(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: label.clone(), source })?;
                 parse_table(&text, &label)?
             }
             None => Table::new(),

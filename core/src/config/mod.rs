@@ -60,14 +60,7 @@ pub struct EnvConfig {
 
 impl Default for EnvConfig {
     fn default() -> Self {
-        Self {
-            name: "sum".into(),
-            seed: 0,
-            randomize_names: true,
-            max_turns: 6,
-            max_calls_per_turn: 4,
-            options: Map::new(),
-        }
+        Self { name: "sum".into(), seed: 0, randomize_names: true, max_turns: 6, max_calls_per_turn: 4, options: Map::new() }
     }
 }
 
@@ -92,7 +85,15 @@ pub struct SandboxConfig {
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        Self { name: "rlimit".into(), timeout_s: 10.0, cpu_s: 5, memory_mb: 1024, file_size_kb: 1024, output_kb: 64, python_wasm: String::new() }
+        Self {
+            name: "rlimit".into(),
+            timeout_s: 10.0,
+            cpu_s: 5,
+            memory_mb: 1024,
+            file_size_kb: 1024,
+            output_kb: 64,
+            python_wasm: String::new(),
+        }
     }
 }
 
@@ -168,7 +169,15 @@ pub struct SamplingConfig {
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: None, max_episode_tokens: 4096, max_prompt_tokens: None, max_response_tokens: None }
+        Self {
+            temperature: 1.0,
+            top_k: None,
+            top_p: None,
+            max_new_tokens: None,
+            max_episode_tokens: 4096,
+            max_prompt_tokens: None,
+            max_response_tokens: None,
+        }
     }
 }
 
@@ -184,8 +193,7 @@ impl RunConfig {
             check::<AlgoPreset>("algo", algo)?;
         }
         // Build the loss and the estimator once, so settings they do not use fail here.
-        (registry::get::<LossPlugin>(&self.loss.name).expect("checked").build)(&self.loss)
-            .map_err(|e| invalid("loss", e.to_string()))?;
+        (registry::get::<LossPlugin>(&self.loss.name).expect("checked").build)(&self.loss).map_err(|e| invalid("loss", e.to_string()))?;
         (registry::get::<AdvantagePlugin>(&self.advantage.name).expect("checked").build)(&self.advantage)
             .map_err(|e| invalid("advantage", e.to_string()))?;
         self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;

@@ -56,8 +56,8 @@ macro_rules! register_preset {
 /// named by the table's top-level `algo`; an unknown name lists the valid ones.
 pub(crate) fn apply(table: &mut toml::Table) -> Result<(), crate::ConfigError> {
     let Some(toml::Value::String(name)) = table.get("algo") else { return Ok(()) };
-    let preset = crate::registry::get::<AlgoPreset>(name)
-        .map_err(|e| crate::ConfigError::Invalid { key: "algo".into(), message: e.to_string() })?;
+    let preset =
+        crate::registry::get::<AlgoPreset>(name).map_err(|e| crate::ConfigError::Invalid { key: "algo".into(), message: e.to_string() })?;
     for (key, raw) in preset.settings {
         let (key, value) = super::parse_set(&format!("{key}={raw}"))?;
         let parts: Vec<&str> = key.split('.').collect();

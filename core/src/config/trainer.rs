@@ -117,7 +117,8 @@ mod tests {
 
     #[test]
     fn warmup_then_cosine_reaches_the_floor_at_the_end() {
-        let c = TrainerConfig { lr: 1.0, steps: 10, warmup_steps: 2, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.1, ..Default::default() };
+        let c =
+            TrainerConfig { lr: 1.0, steps: 10, warmup_steps: 2, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.1, ..Default::default() };
         assert_eq!((c.lr_at(0), c.lr_at(1)), (0.5, 1.0));
         assert!((c.lr_at(2) - 1.0).abs() < 1e-12);
         // Halfway through the decay: the midpoint of 1.0 and 0.1.

@@ -49,8 +49,7 @@ pub struct TrainerState {
 pub const STATE_FILE: &str = "trainer_state.json";
 
 /// Keys that may differ between the checkpoint's run and the resuming one.
-const MAY_DIFFER: &[&str] =
-    &["trainer.resume", "trainer.checkpoint_every", "trainer.keep_checkpoints", "output.dir", "output.checkpoints"];
+const MAY_DIFFER: &[&str] = &["trainer.resume", "trainer.checkpoint_every", "trainer.keep_checkpoints", "output.dir", "output.checkpoints"];
 
 pub fn checkpoints_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
@@ -229,7 +228,15 @@ mod tests {
     fn put(root: &Path, name: &str, step: u32) {
         let dir = root.join("checkpoints").join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let state = TrainerState { step, config: RunConfig::default(), steps: vec![], before: None, tool_stats: BTreeMap::new(), wall_seconds: 0.0, tasks_used: 0 };
+        let state = TrainerState {
+            step,
+            config: RunConfig::default(),
+            steps: vec![],
+            before: None,
+            tool_stats: BTreeMap::new(),
+            wall_seconds: 0.0,
+            tasks_used: 0,
+        };
         std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
     }
 

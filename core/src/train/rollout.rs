@@ -91,9 +91,9 @@ pub fn rollout(
     for turn in 0..opts.max_turns {
         // Episodes that cannot fit another full turn, or have spent their response budget,
         // end here.
-        let (fits, over): (Vec<Live>, Vec<Live>) = live.into_iter().partition(|l| {
-            l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens && l.generated < response_budget
-        });
+        let (fits, over): (Vec<Live>, Vec<Live>) = live
+            .into_iter()
+            .partition(|l| l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens && l.generated < response_budget);
         for mut l in over {
             let mut outcome = l.session.finish()?;
             outcome.stats.truncated = true;

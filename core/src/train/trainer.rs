@@ -11,10 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::batch::{BatchOptions, Overlong, collect};
 use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
-use super::batch::{BatchOptions, Overlong, collect};
 use super::rollout::RolloutOptions;
 use super::update::{UpdateOptions, update_with_reference};
 use crate::chat::ChatCodec;
@@ -143,7 +143,10 @@ pub fn train(
     for step in first_step..config.trainer.steps {
         let t0 = Instant::now();
         let opts = RolloutOptions {
-            sampling: SamplingParams { seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9), ..rollout_opts.sampling.clone() },
+            sampling: SamplingParams {
+                seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9),
+                ..rollout_opts.sampling.clone()
+            },
             ..rollout_opts.clone()
         };
         let stage = format!("step {} rollout", step + 1);
@@ -310,7 +313,9 @@ fn step_metrics(
 
 fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
     let s = &e.stats;
-    for (k, v) in [("turns", s.turns), ("tool_calls", s.tool_calls), ("malformed_calls", s.malformed_calls), ("failed_calls", s.failed_calls)] {
+    for (k, v) in
+        [("turns", s.turns), ("tool_calls", s.tool_calls), ("malformed_calls", s.malformed_calls), ("failed_calls", s.failed_calls)]
+    {
         *into.entry(k.to_string()).or_default() += v as u64;
     }
     *into.entry("truncated_episodes".to_string()).or_default() += s.truncated as u64;

@@ -13,9 +13,9 @@ use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use crate::Episode;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
 use crate::policy::{Policy, TrainablePolicy};
-use crate::Episode;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpdateOptions {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use arl_core::{
-    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task,
-    ToolContext, ToolOutcome, ToolResult, ToolSet, Workspace,
+    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, ToolOutcome,
+    ToolResult, ToolSet, Workspace,
 };
 use arl_tasks::{BugTask, grade};
 
@@ -31,16 +31,7 @@ impl EditSession {
         workspace.files.insert(bug.source_file(), bug.source.clone());
         workspace.files.insert(bug.test_file(), bug.public_tests.clone());
         let messages = vec![Message::system(SYSTEM), Message::user(prompt(&bug, max_turns))];
-        Ok(Self {
-            task: task.clone(),
-            bug,
-            messages,
-            workspace,
-            stats: EpisodeStats::default(),
-            sandbox,
-            max_turns,
-            done: false,
-        })
+        Ok(Self { task: task.clone(), bug, messages, workspace, stats: EpisodeStats::default(), sandbox, max_turns, done: false })
     }
 
     /// The current source of the function's file.

@@ -62,7 +62,9 @@ fn stdin_reaches_the_job_and_files_sit_beside_it() {
 fn the_job_sees_only_its_own_directory_as_root() {
     // No uids to drop in WASI (`os.getuid` does not exist); the job directory is the guest's
     // `/`, and the host's temp directory (the parent of the job directory) is out of reach.
-    let out = run("import os\nprint(hasattr(os, 'getuid'), os.getcwd(), os.getcwd() == os.environ['HOME'])\nprint(sorted(os.listdir('/')))\nopen('made.txt', 'w').write('x')\nprint(sorted(os.listdir('/')))\ntry:\n    print(sorted(os.listdir('/..')))\nexcept OSError as e:\n    print('refused', e.errno)\n");
+    let out = run(
+        "import os\nprint(hasattr(os, 'getuid'), os.getcwd(), os.getcwd() == os.environ['HOME'])\nprint(sorted(os.listdir('/')))\nopen('made.txt', 'w').write('x')\nprint(sorted(os.listdir('/')))\ntry:\n    print(sorted(os.listdir('/..')))\nexcept OSError as e:\n    print('refused', e.errno)\n",
+    );
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.first().copied(), Some("False / True"), "{out:?}");
     assert_eq!(lines.get(1..3), Some(&["['main.py']", "['made.txt', 'main.py']"][..]), "{out:?}");
@@ -73,7 +75,9 @@ fn the_job_sees_only_its_own_directory_as_root() {
 #[test]
 fn attack_fork_does_not_exist() {
     // WASI has no processes: `os.fork` is absent and subprocess cannot start anything.
-    let out = run("import os\nprint(hasattr(os, 'fork'))\ntry:\n    import subprocess\n    subprocess.run(['ls'])\n    print('ran')\nexcept Exception as e:\n    print('refused', type(e).__name__)\n");
+    let out = run(
+        "import os\nprint(hasattr(os, 'fork'))\ntry:\n    import subprocess\n    subprocess.run(['ls'])\n    print('ran')\nexcept Exception as e:\n    print('refused', type(e).__name__)\n",
+    );
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.first().copied(), Some("False"), "{out:?}");
     assert!(lines.get(1).is_some_and(|l| l.starts_with("refused")), "{out:?}");
@@ -130,13 +134,16 @@ fn attack_sleeping_past_the_timeout_is_killed() {
 fn attack_a_large_file_is_stopped_at_the_file_size_limit() {
     // No RLIMIT_FSIZE in WASI: the host checks file sizes every 10 ms and stops the job
     // (SIGXFSZ, as rlimit's kernel would send) once one is over the limit.
-    let code = "import os\nwith open('big', 'wb') as f:\n    for _ in range(10_000):\n        f.write(b'x' * (1 << 20))\nprint('wrote 10 GB')\n";
+    let code =
+        "import os\nwith open('big', 'wb') as f:\n    for _ in range(10_000):\n        f.write(b'x' * (1 << 20))\nprint('wrote 10 GB')\n";
     let limits = Limits { wall_timeout: Duration::from_secs(20), cpu_seconds: 10, ..Limits::default() };
     let out = run_with(code, limits);
     assert!(!out.stdout.contains("wrote"), "{out:?}");
     assert_eq!(out.signal, Some(libc::SIGXFSZ), "{out:?}");
     assert!(out.stderr.contains("file size limit"), "{out:?}");
-    let out = run("import os\nfor i in range(40):\n    open(f'f{i}', 'wb').write(b'x' * (900 << 10))\nprint('wrote 36 MB')\nimport time\ntime.sleep(0.1)\n");
+    let out = run(
+        "import os\nfor i in range(40):\n    open(f'f{i}', 'wb').write(b'x' * (900 << 10))\nprint('wrote 36 MB')\nimport time\ntime.sleep(0.1)\n",
+    );
     assert_eq!(out.signal, Some(libc::SIGXFSZ), "many files under the limit still add up: {out:?}");
 }
 
@@ -166,7 +173,9 @@ fn attack_the_parents_environment_and_files_are_out_of_reach() {
 
 #[test]
 fn attack_a_symlink_out_of_the_directory_is_not_followed() {
-    let out = run("import os\ntry:\n    os.symlink('/etc/passwd', 'p')\n    print(open('p').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\ntry:\n    os.symlink('../../../../etc/passwd', 'q')\n    print(open('q').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\n");
+    let out = run(
+        "import os\ntry:\n    os.symlink('/etc/passwd', 'p')\n    print(open('p').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\ntry:\n    os.symlink('../../../../etc/passwd', 'q')\n    print(open('q').read()[:20])\nexcept OSError as e:\n    print('refused', e.errno)\n",
+    );
     assert_eq!(out.stdout.lines().filter(|l| l.starts_with("refused")).count(), 2, "{out:?}");
 }
 

@@ -48,8 +48,11 @@ arl_core::register!(SandboxPlugin {
 });
 
 fn build(config: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
-    let sandbox = WasmSandbox::new(WasmSettings::from_config(config))
-        .map_err(|e| PluginError { kind: "sandbox", name: "wasm".into(), message: e.to_string() })?;
+    let sandbox = WasmSandbox::new(WasmSettings::from_config(config)).map_err(|e| PluginError {
+        kind: "sandbox",
+        name: "wasm".into(),
+        message: e.to_string(),
+    })?;
     Ok(Arc::new(sandbox))
 }
 

@@ -124,12 +124,7 @@ impl Sandbox for WasmSandbox {
         let mut argv = vec!["python".to_string(), "-I".into(), "-S".into(), "-B".into(), job.entry.clone()];
         argv.extend(job.args.iter().cloned());
         let mut wasi = WasiCtxBuilder::new();
-        wasi.args(&argv)
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", "/")
-            .env("LANG", "C.UTF-8")
-            .stdout(stdout.clone())
-            .stderr(stderr.clone());
+        wasi.args(&argv).env("PATH", "/usr/bin:/bin").env("HOME", "/").env("LANG", "C.UTF-8").stdout(stdout.clone()).stderr(stderr.clone());
         if let Some(input) = &job.stdin {
             wasi.stdin(MemoryInputPipe::new(input.clone().into_bytes()));
         }
@@ -146,9 +141,7 @@ impl Sandbox for WasmSandbox {
             Err(stop) => Err(wasmtime::Error::new(stop)),
         });
         let pre = &self.runtime.pre;
-        let ended = wasmtime_wasi::runtime::in_tokio(async {
-            tokio::time::timeout(limits.wall_timeout, run_start(pre, &mut store)).await
-        });
+        let ended = wasmtime_wasi::runtime::in_tokio(async { tokio::time::timeout(limits.wall_timeout, run_start(pre, &mut store)).await });
         let wall_ms = start.elapsed().as_millis() as u64;
         let watch = &store.data().watch;
         let (cpu_ms, peak) = (watch.cpu_ms(), watch.peak_memory);

@@ -146,7 +146,8 @@ fn attack_a_root_only_file_outside_the_directory_is_unreadable() {
     let secret = dir.join("secret.txt");
     std::fs::write(&secret, "TOP-SECRET").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let code = format!("try:\n    print(open({:?}).read())\nexcept OSError as e:\n    print('refused', e.errno)\n", secret.display().to_string());
+    let code =
+        format!("try:\n    print(open({:?}).read())\nexcept OSError as e:\n    print('refused', e.errno)\n", secret.display().to_string());
     let out = run(&code);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(!out.stdout.contains("TOP-SECRET") && out.stdout.starts_with("refused"), "{out:?}");

@@ -39,9 +39,7 @@ impl Fence {
         setsid().map_err(errno)?;
         match self.net {
             NetIsolation::Namespace => unshare(CloneFlags::CLONE_NEWNET).map_err(errno)?,
-            NetIsolation::UserNamespace => {
-                unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(errno)?
-            }
+            NetIsolation::UserNamespace => unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).map_err(errno)?,
             NetIsolation::None => {}
         }
         // CPU: SIGXCPU at the soft limit, SIGKILL one second later at the hard one.

@@ -38,8 +38,11 @@ arl_core::register!(SandboxPlugin {
 });
 
 fn build(config: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
-    let sandbox = RlimitSandbox::new(RlimitSettings::from_config(config))
-        .map_err(|e| PluginError { kind: "sandbox", name: "rlimit".into(), message: e.to_string() })?;
+    let sandbox = RlimitSandbox::new(RlimitSettings::from_config(config)).map_err(|e| PluginError {
+        kind: "sandbox",
+        name: "rlimit".into(),
+        message: e.to_string(),
+    })?;
     Ok(Arc::new(sandbox))
 }
 

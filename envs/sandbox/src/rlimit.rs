@@ -63,8 +63,7 @@ impl RlimitSandbox {
             None => find_python().map_err(SandboxError::Setup)?,
         };
         let root = geteuid().is_root();
-        let mut sandbox =
-            Self { settings, python, net: NetIsolation::None, root, next_job: AtomicU32::new(0) };
+        let mut sandbox = Self { settings, python, net: NetIsolation::None, root, next_job: AtomicU32::new(0) };
         sandbox.net = *NET.get_or_init(|| sandbox.probe_net());
         Ok(sandbox)
     }
@@ -85,16 +84,17 @@ impl RlimitSandbox {
             &[NetIsolation::UserNamespace, NetIsolation::Namespace]
         };
         for &net in order {
-            let probe = Job { limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() }, ..Job::python("probe.py", vec![arl_core::JobFile { path: "probe.py".into(), contents: "pass\n".into() }]) };
+            let probe = Job {
+                limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() },
+                ..Job::python("probe.py", vec![arl_core::JobFile { path: "probe.py".into(), contents: "pass\n".into() }])
+            };
             if let Ok(outcome) = self.run_with(&probe, net)
                 && outcome.success()
             {
                 return net;
             }
         }
-        eprintln!(
-            "warning: sandbox `rlimit`: the kernel refused a new network namespace; jobs run WITH network access"
-        );
+        eprintln!("warning: sandbox `rlimit`: the kernel refused a new network namespace; jobs run WITH network access");
         NetIsolation::None
     }
 
@@ -104,13 +104,7 @@ impl RlimitSandbox {
             let uid = self.settings.uid_base + k + 100 * (std::process::id() % 10_000);
             (uid, uid)
         });
-        Fence {
-            net,
-            drop_to,
-            cpu_seconds: limits.cpu_seconds,
-            memory_bytes: limits.memory_bytes,
-            file_size_bytes: limits.file_size_bytes,
-        }
+        Fence { net, drop_to, cpu_seconds: limits.cpu_seconds, memory_bytes: limits.memory_bytes, file_size_bytes: limits.file_size_bytes }
     }
 
     fn run_with(&self, job: &Job, net: NetIsolation) -> Result<JobOutcome, SandboxError> {

@@ -60,9 +60,7 @@ impl Template {
 /// unit tests below parse it on every `cargo test`).
 pub fn templates() -> &'static [Template] {
     static BANK: OnceLock<Vec<Template>> = OnceLock::new();
-    BANK.get_or_init(|| {
-        FILES.iter().flat_map(|text| parse(text).unwrap_or_else(|e| panic!("task bank: {e}"))).collect()
-    })
+    BANK.get_or_init(|| FILES.iter().flat_map(|text| parse(text).unwrap_or_else(|e| panic!("task bank: {e}"))).collect())
 }
 
 /// Parse one bank file.
@@ -96,11 +94,8 @@ pub fn parse(text: &str) -> Result<Vec<Template>, String> {
                 "public" => public = Some(content),
                 "hidden" => {
                     for line in content.lines().filter(|l| !l.trim().is_empty()) {
-                        let (args, expected) =
-                            line.split_once(" => ").ok_or_else(|| format!("{id}: hidden case `{line}` needs ` => `"))?;
-                        let json = |s: &str| {
-                            serde_json::from_str::<Value>(s.trim()).map_err(|e| format!("{id}: `{s}` is not JSON: {e}"))
-                        };
+                        let (args, expected) = line.split_once(" => ").ok_or_else(|| format!("{id}: hidden case `{line}` needs ` => `"))?;
+                        let json = |s: &str| serde_json::from_str::<Value>(s.trim()).map_err(|e| format!("{id}: `{s}` is not JSON: {e}"));
                         let args = json(args)?;
                         if !args.is_array() {
                             return Err(format!("{id}: hidden args `{line}` must be a JSON array"));

@@ -31,8 +31,11 @@ impl Default for BankEnvOptions {
 impl BankEnvOptions {
     /// Read `config.options` for the env called `env` (unknown keys rejected).
     pub fn parse(env: &str, config: &EnvConfig) -> Result<Self, PluginError> {
-        serde_json::from_value(config.options.clone().into())
-            .map_err(|e| PluginError { kind: "env", name: env.into(), message: format!("env.options: {e}") })
+        serde_json::from_value(config.options.clone().into()).map_err(|e| PluginError {
+            kind: "env",
+            name: env.into(),
+            message: format!("env.options: {e}"),
+        })
     }
 
     /// The bank these options and `config` select.
@@ -57,12 +60,7 @@ pub struct BankEnv {
 
 impl BankEnv {
     pub fn new(config: &EnvConfig, options: &BankEnvOptions, sandbox: Arc<dyn Sandbox>) -> Self {
-        Self {
-            bank: options.bank(config),
-            max_turns: config.max_turns,
-            max_calls_per_turn: config.max_calls_per_turn,
-            sandbox,
-        }
+        Self { bank: options.bank(config), max_turns: config.max_turns, max_calls_per_turn: config.max_calls_per_turn, sandbox }
     }
 
     /// From the env config, parsing `[env.options]` for the env called `env`.

@@ -123,9 +123,9 @@ pub fn read_grade(task: &BugTask, outcome: &JobOutcome, marker: &str) -> GradeRe
         })
         .collect();
     let passed = cases.iter().filter(|c| c.passed).count();
-    let note = void.or(import_error.map(|e| format!("importing the source failed: {e}"))).or_else(|| {
-        cases.iter().any(|c| c.got == Got::Missing).then(|| summary(outcome))
-    });
+    let note = void
+        .or(import_error.map(|e| format!("importing the source failed: {e}")))
+        .or_else(|| cases.iter().any(|c| c.got == Got::Missing).then(|| summary(outcome)));
     GradeReport { reward: if passed == n && n > 0 { 1.0 } else { 0.0 }, passed, total: n, cases, note }
 }
 
@@ -145,9 +145,7 @@ pub fn values_match(expected: &Value, got: &Value) -> bool {
             _ => false,
         },
         (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| values_match(x, y)),
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len() && a.iter().all(|(k, x)| b.get(k).is_some_and(|y| values_match(x, y)))
-        }
+        (Value::Object(a), Value::Object(b)) => a.len() == b.len() && a.iter().all(|(k, x)| b.get(k).is_some_and(|y| values_match(x, y))),
         _ => expected == got,
     }
 }
@@ -193,9 +191,7 @@ pub fn read_public(outcome: &JobOutcome, marker: &str) -> PublicReport {
         let (verdict, rest) = rest.split_once(' ').unwrap_or((rest, ""));
         let (name, detail) = rest.split_once(' ').unwrap_or((rest, ""));
         match verdict {
-            "PASS" | "FAIL" => {
-                results.push(PublicResult { name: name.into(), passed: verdict == "PASS", detail: detail.into() })
-            }
+            "PASS" | "FAIL" => results.push(PublicResult { name: name.into(), passed: verdict == "PASS", detail: detail.into() }),
             _ => errors.push(rest.to_string()),
         }
     }

@@ -32,6 +32,6 @@ pub enum TaskError {
 }
 
 #[cfg(test)]
-mod validate;
-#[cfg(test)]
 mod hacks;
+#[cfg(test)]
+mod validate;

@@ -5,12 +5,11 @@ use crate::rng::Rng;
 
 /// Neutral words: no Python keyword, builtin or common stdlib name among them.
 const WORDS: &[&str] = &[
-    "acorn", "amber", "basil", "birch", "bramble", "brook", "cedar", "cliff", "cobalt", "comet", "copper", "coral",
-    "delta", "drift", "dune", "ember", "fern", "fjord", "flint", "garnet", "glacier", "grove", "harbor", "hazel",
-    "heron", "indigo", "jasper", "juniper", "kelp", "knoll", "lagoon", "lark", "lotus", "maple", "marble", "marsh",
-    "meadow", "moss", "nectar", "nutmeg", "ochre", "onyx", "orbit", "orchid", "pebble", "plume", "prairie", "quartz",
-    "quill", "raven", "reef", "ridge", "rook", "saffron", "sepia", "shore", "sierra", "thistle", "tundra", "umber",
-    "urchin", "velvet", "willow", "wren", "yarrow", "yucca", "zephyr", "zinnia",
+    "acorn", "amber", "basil", "birch", "bramble", "brook", "cedar", "cliff", "cobalt", "comet", "copper", "coral", "delta", "drift",
+    "dune", "ember", "fern", "fjord", "flint", "garnet", "glacier", "grove", "harbor", "hazel", "heron", "indigo", "jasper", "juniper",
+    "kelp", "knoll", "lagoon", "lark", "lotus", "maple", "marble", "marsh", "meadow", "moss", "nectar", "nutmeg", "ochre", "onyx", "orbit",
+    "orchid", "pebble", "plume", "prairie", "quartz", "quill", "raven", "reef", "ridge", "rook", "saffron", "sepia", "shore", "sierra",
+    "thistle", "tundra", "umber", "urchin", "velvet", "willow", "wren", "yarrow", "yucca", "zephyr", "zinnia",
 ];
 
 /// Pick a fresh name for each of `names` (the first, the function, gets two words), avoiding

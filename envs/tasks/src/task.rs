@@ -123,11 +123,7 @@ pub fn find(options: &BankOptions, id: &str) -> Result<BugTask, TaskError> {
 
 fn instantiate(t: &Template, options: &BankOptions, split: Split, k: usize) -> BugTask {
     let mut rng = Rng::new(options.seed ^ hash(&t.id) ^ (k as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let map = if options.randomize_names {
-        fresh_names(&t.names, &[&t.source, &t.public], &mut rng)
-    } else {
-        Vec::new()
-    };
+    let map = if options.randomize_names { fresh_names(&t.names, &[&t.source, &t.public], &mut rng) } else { Vec::new() };
     let r = |text: &str| rename(text, &map);
     let function = r(t.function());
     let source = r(&t.source);
@@ -189,8 +185,7 @@ mod tests {
         for task in generate(&o, Split::Train).iter().chain(&generate(&o, Split::Heldout)) {
             let template = templates().iter().find(|t| t.id == task.template).unwrap();
             for name in &template.names {
-                let words: Vec<&str> =
-                    task.source.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+                let words: Vec<&str> = task.source.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
                 assert!(!words.contains(&name.as_str()), "{}: `{name}` still in\n{}", task.id, task.source);
             }
             assert!(task.source.starts_with(&format!("def {}(", task.function)));

@@ -73,11 +73,7 @@ pub fn read(ctx: &mut ToolContext<'_>, args: ReadArgs) -> ToolOutcome {
         return ToolOutcome::Ok(format!("(the file {} exists but is empty)", paths::display(&key)));
     }
     if offset > lines.len() {
-        return ToolOutcome::Failed(format!(
-            "offset {offset} is past the end of {} ({} lines)",
-            paths::display(&key),
-            lines.len()
-        ));
+        return ToolOutcome::Failed(format!("offset {offset} is past the end of {} ({} lines)", paths::display(&key), lines.len()));
     }
     let shown = numbered(lines.iter().enumerate().skip(offset - 1).take(limit).map(|(i, l)| (i + 1, *l)));
     ctx.workspace.read.insert(key);
@@ -118,11 +114,8 @@ pub fn edit(ctx: &mut ToolContext<'_>, args: EditArgs) -> ToolOutcome {
         ));
     }
     let first = text.find(&args.old_string).expect("counted above");
-    let edited = if replace_all {
-        text.replace(&args.old_string, &args.new_string)
-    } else {
-        text.replacen(&args.old_string, &args.new_string, 1)
-    };
+    let edited =
+        if replace_all { text.replace(&args.old_string, &args.new_string) } else { text.replacen(&args.old_string, &args.new_string, 1) };
     // The snippet: the lines around the (first) change, as they are now.
     let start_line = text[..first].matches('\n').count();
     let changed_lines = args.new_string.matches('\n').count() + 1;
@@ -254,8 +247,12 @@ mod tests {
         // Not unique without replace_all.
         assert!(failed(repo.call("Edit", edit("count", "total"))).contains("replace_all is false"));
         // Relative path, missing file.
-        assert!(failed(repo.call("Edit", json!({"file_path": "count_positive.py", "old_string": "a", "new_string": "b"}))).contains("absolute"));
-        assert!(failed(repo.call("Edit", json!({"file_path": "/repo/x.py", "old_string": "a", "new_string": "b"}))).contains("does not exist"));
+        assert!(
+            failed(repo.call("Edit", json!({"file_path": "count_positive.py", "old_string": "a", "new_string": "b"}))).contains("absolute")
+        );
+        assert!(
+            failed(repo.call("Edit", json!({"file_path": "/repo/x.py", "old_string": "a", "new_string": "b"}))).contains("does not exist")
+        );
         assert_eq!(repo.source(), before, "no failed edit changes the file");
         assert_eq!(
             (repo.counter(c::EDIT_IDENTICAL_STRINGS), repo.counter(c::EDIT_OLD_STRING_ABSENT), repo.counter(c::EDIT_OLD_STRING_NOT_UNIQUE)),

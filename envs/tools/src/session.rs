@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use arl_core::{
-    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task,
-    ToolContext, ToolOutcome, ToolResult, ToolSet, Workspace,
+    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, ToolOutcome,
+    ToolResult, ToolSet, Workspace,
 };
 use arl_tasks::{BugTask, grade};
 
@@ -109,10 +109,9 @@ impl EnvSession for ToolsSession {
                         self.max_calls_per_turn
                     )),
                 },
-                ParsedCall::Malformed { reason, .. } => ToolResult {
-                    name: "?".into(),
-                    outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")),
-                },
+                ParsedCall::Malformed { reason, .. } => {
+                    ToolResult { name: "?".into(), outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")) }
+                }
                 ParsedCall::Call(call) => {
                     let mut ctx = ToolContext {
                         task: &self.task,

@@ -80,11 +80,7 @@ impl AdvantageFn for Estimator {
     fn advantages_token_weighted(&self, input: &AdvantageInput<'_>, token_counts: &[f64]) -> Result<Vec<f64>, LossError> {
         input.check()?;
         if token_counts.len() != input.rewards.len() {
-            return Err(LossError::Shape(format!(
-                "{} rewards but {} token counts",
-                input.rewards.len(),
-                token_counts.len()
-            )));
+            return Err(LossError::Shape(format!("{} rewards but {} token counts", input.rewards.len(), token_counts.len())));
         }
         if let Some(c) = token_counts.iter().find(|c| !(c.is_finite() && **c >= 0.0)) {
             return Err(LossError::Invalid(format!("token count {c} is not a count")));

@@ -30,8 +30,7 @@ pub fn tv(s: &Settings, x: &Inputs) -> Term {
     let diff = x.log_prob.clone().detach().exp() - x.old_log_prob.clone().exp();
     let pos = ind(adv.clone().greater_elem(0.0), adv);
     let non_pos = pos.clone().neg().add_scalar(1.0);
-    let keep = pos * ind(diff.clone().lower_equal_elem(s.delta_high), adv)
-        + non_pos * ind(diff.greater_equal_elem(-s.delta_low), adv);
+    let keep = pos * ind(diff.clone().lower_equal_elem(s.delta_high), adv) + non_pos * ind(diff.greater_equal_elem(-s.delta_low), adv);
     weighted(s, x, keep)
 }
 

@@ -1,8 +1,8 @@
 //! The policy-gradient term of each loss family (SPEC.md §4), per token, before the shared
 //! parts (behaviour weight, token filters, KL, entropy, mask) that [`crate::loss`] adds.
 
-mod clipped;
 mod cispo;
+mod clipped;
 pub(crate) mod dppo;
 mod gspo;
 mod pg;

@@ -1,9 +1,9 @@
 //! Advantage estimators against the reference script (unequal groups, an all-equal group, a
 //! group of one), plus GAE and the KL-in-reward penalty by hand.
 
+use arl_core::AdvantageInput;
 use arl_core::config::{AdvantageConfig, KlEstimator};
 use arl_core::registry::{self, AdvantagePlugin};
-use arl_core::AdvantageInput;
 
 use super::*;
 use crate::advantage::gae::Gae;

@@ -8,9 +8,9 @@ mod microbatch;
 mod reference;
 mod refusals;
 
+use arl_core::PolicyLoss;
 use arl_core::config::LossConfig;
 use arl_core::registry::{self, LossPlugin};
-use arl_core::PolicyLoss;
 use serde_json::Value;
 
 use crate::eval::Batch;

@@ -76,11 +76,7 @@ fn sapo_matches_the_plain_policy_gradient_on_policy() {
 fn kl_in_the_reward_leaves_the_loss_alone() {
     let b = batch();
     let plain = LossConfig::default();
-    let in_reward = LossConfig {
-        kl_coef: 0.1,
-        kl_placement: arl_core::config::KlPlacement::Reward,
-        ..LossConfig::default()
-    };
+    let in_reward = LossConfig { kl_coef: 0.1, kl_placement: arl_core::config::KlPlacement::Reward, ..LossConfig::default() };
     let a = evaluate(build(&plain).as_ref(), None, None, &b).unwrap();
     let r = evaluate(build(&in_reward).as_ref(), None, None, &b).unwrap();
     assert_eq!(a.loss, r.loss);

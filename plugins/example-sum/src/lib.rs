@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
 use arl_core::{
-    AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step,
-    Task, ToolSchema,
+    AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -104,9 +103,7 @@ impl Env for SumEnv {
     }
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        let operand = |k: &str| {
-            task.data[k].as_u64().ok_or_else(|| EnvError::Other(format!("task {}: missing operand {k}", task.id)))
-        };
+        let operand = |k: &str| task.data[k].as_u64().ok_or_else(|| EnvError::Other(format!("task {}: missing operand {k}", task.id)));
         let (a, b) = (operand("a")?, operand("b")?);
         Ok(Box::new(SumSession {
             messages: vec![Message::system(SYSTEM), Message::user(format!("What is {a} + {b}?"))],

@@ -6,11 +6,7 @@ use std::sync::Arc;
 use arl_core::config::SandboxConfig;
 use arl_core::{PluginError, Sandbox};
 
-arl_core::register!(SandboxPlugin {
-    name: "wasm",
-    about: "(not in this build: cargo feature `wasm` is off)",
-    build: build,
-});
+arl_core::register!(SandboxPlugin { name: "wasm", about: "(not in this build: cargo feature `wasm` is off)", build: build });
 
 fn build(_: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
     Err(PluginError {

@@ -85,7 +85,10 @@ impl Bench {
 
 impl BenchGen {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        anyhow::ensure!(self.batch > 0 && self.prompt_len > 0 && self.new_tokens > 1, "--batch, --prompt-len must be ≥ 1 and --new-tokens ≥ 2");
+        anyhow::ensure!(
+            self.batch > 0 && self.prompt_len > 0 && self.new_tokens > 1,
+            "--batch, --prompt-len must be ≥ 1 and --new-tokens ≥ 2"
+        );
         let device = self.model.device()?;
         let model = self.model.load_on(&device)?;
         let prompts = random_ids(self.batch, self.prompt_len, model.config.vocab_size, self.seed);

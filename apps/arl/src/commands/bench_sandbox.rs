@@ -42,7 +42,11 @@ impl BenchSandbox {
             rows.push(row);
         }
         if !self.json {
-            writeln!(out, "{:<8} {:>9} {:>13} {:>15} {:>14} {:>5}", "sandbox", "build_ms", "first_job_ms", "trivial_jobs/s", "grade_jobs/s", "jobs")?;
+            writeln!(
+                out,
+                "{:<8} {:>9} {:>13} {:>15} {:>14} {:>5}",
+                "sandbox", "build_ms", "first_job_ms", "trivial_jobs/s", "grade_jobs/s", "jobs"
+            )?;
             for r in &rows {
                 writeln!(
                     out,

@@ -46,7 +46,10 @@ impl Crosscheck {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let names: Vec<&str> = self.backends.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         anyhow::ensure!(names.len() >= 2, "--backends `{}`: name at least two backends to compare, e.g. cpu,tch", self.backends);
-        anyhow::ensure!(self.samples > 0 && self.prompt_len > 0 && self.max_new_tokens > 0, "--samples, --prompt-len and --max-new-tokens must be ≥ 1");
+        anyhow::ensure!(
+            self.samples > 0 && self.prompt_len > 0 && self.max_new_tokens > 0,
+            "--samples, --prompt-len and --max-new-tokens must be ≥ 1"
+        );
         anyhow::ensure!(self.tolerance >= 0.0, "--tolerance must be ≥ 0");
         // Every device first: a backend that is not compiled in fails before any work.
         let devices = names.iter().map(|b| self.device.device(b)).collect::<anyhow::Result<Vec<_>>>()?;
@@ -108,7 +111,13 @@ impl Crosscheck {
             let w = p.worst.as_ref().expect("scored tokens");
             anyhow::bail!(
                 "backends {} and {} disagree: max |Δ logprob| {:.3e} > --tolerance {:.1e} (row {}, position {}, token {})",
-                p.a, p.b, worst, self.tolerance, w.row, w.position, w.token
+                p.a,
+                p.b,
+                worst,
+                self.tolerance,
+                w.row,
+                w.position,
+                w.token
             );
         }
         Ok(())

@@ -35,7 +35,11 @@ pub fn parse_ids(text: &str) -> anyhow::Result<Vec<u32>> {
         .trim_end_matches(']')
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u32>().map_err(|_| anyhow::anyhow!("--prompt `{text}`: `{s}` is not a token id (prompts are token ids until the tokenizer lands)")))
+        .map(|s| {
+            s.parse::<u32>().map_err(|_| {
+                anyhow::anyhow!("--prompt `{text}`: `{s}` is not a token id (prompts are token ids until the tokenizer lands)")
+            })
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     anyhow::ensure!(!ids.is_empty(), "--prompt `{text}` has no token ids");
     Ok(ids)

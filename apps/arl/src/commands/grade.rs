@@ -36,8 +36,8 @@ pub struct Grade {
 
 impl Grade {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let source = std::fs::read_to_string(&self.source)
-            .with_context(|| format!("reading the candidate source {}", self.source.display()))?;
+        let source =
+            std::fs::read_to_string(&self.source).with_context(|| format!("reading the candidate source {}", self.source.display()))?;
         let tasks = load_tasks(&self.env, self.seed, self.plain_names, None)?;
         let Some(task) = tasks.iter().find(|t| t.id == self.task) else {
             bail!("no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`", self.task, self.env, self.seed, self.env);

@@ -23,11 +23,8 @@ pub struct Section {
 
 /// Every registry, in a fixed order. A registry with a duplicate name is an error.
 pub fn sections() -> anyhow::Result<Vec<Section>> {
-    let backends = BackendKind::ALL
-        .iter()
-        .filter(|b| b.compiled_in())
-        .map(|b| (b.name().to_string(), backend_about(*b).to_string()))
-        .collect();
+    let backends =
+        BackendKind::ALL.iter().filter(|b| b.compiled_in()).map(|b| (b.name().to_string(), backend_about(*b).to_string())).collect();
     Ok(vec![
         section::<EnvPlugin>("envs", "Environments")?,
         section::<ToolSetPlugin>("tool_sets", "Tool sets")?,

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use arl_chat::HfChatCodec;
-use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
-use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
 use arl_core::config::KlPlacement;
 use arl_core::policy::{Policy, TrainablePolicy};
+use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
 use arl_core::train::trainer::{Parts, RunMeta, train};
+use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
 use arl_qwen3::{QwenPolicy, QwenTrainer};
 
@@ -120,8 +120,9 @@ impl Built {
         let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
         let optim =
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
-        let policy = QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
-            .with_context(|| format!("loading model `{}`", config.model.source))?;
+        let policy =
+            QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
+                .with_context(|| format!("loading model `{}`", config.model.source))?;
         Ok(Self { env, codec, loss, advantage, policy })
     }
 }

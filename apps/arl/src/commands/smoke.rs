@@ -104,7 +104,8 @@ fn check_schemas(env: &dyn Env, codec: &dyn ChatCodec, task: &Task) -> anyhow::R
     let text = codec.decode(&ids)?;
     let mut names = Vec::new();
     for tool in &tools {
-        let params: Vec<&String> = tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().collect()).unwrap_or_default();
+        let params: Vec<&String> =
+            tool.parameters.get("properties").and_then(Value::as_object).map(|p| p.keys().collect()).unwrap_or_default();
         let missing: Vec<&&String> = params.iter().filter(|p| !text.contains(p.as_str())).collect();
         if !text.contains(&tool.name) || !missing.is_empty() {
             bail!("the chat template does not render tool `{}` (missing from the prompt: name or parameters {missing:?})", tool.name);
@@ -128,7 +129,10 @@ fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::R
     let read = json!({"name": "Read", "arguments": {"file_path": src}});
     let write = json!({"name": "Write", "arguments": {"file_path": "/repo/smoke_check.py", "content": "print('smoke ok')\n"}});
     let turns = [
-        vec![read.clone(), json!({"name": "Edit", "arguments": {"file_path": src, "old_string": last, "new_string": format!("{last}  # smoke")}})],
+        vec![
+            read.clone(),
+            json!({"name": "Edit", "arguments": {"file_path": src, "old_string": last, "new_string": format!("{last}  # smoke")}}),
+        ],
         vec![write.clone(), json!({"name": "Bash", "arguments": {"command": "ls"}})],
         vec![write, json!({"name": "Bash", "arguments": {"command": "python smoke_check.py"}})],
         vec![read, json!({"name": "Bash", "arguments": {"command": "pytest -q"}})],

@@ -48,7 +48,8 @@ fn oracle(op: &str) -> Vec<String> {
 #[test]
 fn the_oracle_reads_applies_the_fix_tests_and_submits_for_reward_one() {
     let env = env();
-    let tasks: Vec<_> = env.tasks(Split::Train).unwrap().into_iter().step_by(9).chain(env.tasks(Split::Heldout).unwrap().into_iter().take(1)).collect();
+    let tasks: Vec<_> =
+        env.tasks(Split::Train).unwrap().into_iter().step_by(9).chain(env.tasks(Split::Heldout).unwrap().into_iter().take(1)).collect();
     for task in &tasks {
         let bug = BugTask::from_task(task).unwrap();
         let (seen, outcome) = play(&env, task, &oracle(&bug.fix));

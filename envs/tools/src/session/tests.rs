@@ -50,7 +50,8 @@ fn fix(bug: &BugTask) -> (String, String) {
 #[test]
 fn the_oracle_reads_edits_tests_and_answers_for_reward_one() {
     let env = env();
-    let tasks: Vec<Task> = env.tasks(Split::Train).unwrap().into_iter().step_by(11).chain(env.tasks(Split::Heldout).unwrap().into_iter().take(2)).collect();
+    let tasks: Vec<Task> =
+        env.tasks(Split::Train).unwrap().into_iter().step_by(11).chain(env.tasks(Split::Heldout).unwrap().into_iter().take(2)).collect();
     for task in &tasks {
         let bug = BugTask::from_task(task).unwrap();
         let (old, new) = fix(&bug);
@@ -122,7 +123,10 @@ fn calls_over_the_per_turn_cap_and_bad_json_are_malformed() {
     assert!(matches!(&seen[2][0], ToolOutcome::Malformed(t) if t.contains("unknown tool `Grep`")));
     assert!(matches!(&seen[3][0], ToolOutcome::Failed(t) if t.contains("absolute")));
     let s = outcome.unwrap().stats;
-    assert_eq!((s.turns, s.tool_calls, s.malformed_calls, s.failed_calls, get(&s, c::READ_CALLS), get(&s, c::PATH_ERRORS)), (5, 8, 3, 1, 4, 1));
+    assert_eq!(
+        (s.turns, s.tool_calls, s.malformed_calls, s.failed_calls, get(&s, c::READ_CALLS), get(&s, c::PATH_ERRORS)),
+        (5, 8, 3, 1, 4, 1)
+    );
     // A caller that parses with a higher cap still gets only max_calls_per_turn calls run.
     let mut session = env.reset(task).unwrap();
     let Step::Observe(results) = session.step(&parse_turn(&[read.as_str(); 5].join("\n"), &env.tools(), 10)).unwrap() else {
@@ -139,10 +143,8 @@ fn the_turn_budget_ends_the_episode_truncated_and_graded() {
     let bug = BugTask::from_task(task).unwrap();
     let (old, new) = fix(&bug);
     let src = format!("/repo/{}", bug.source_file());
-    let mut turns = vec![
-        call("Read", json!({"file_path": src})),
-        call("Edit", json!({"file_path": src, "old_string": old, "new_string": new})),
-    ];
+    let mut turns =
+        vec![call("Read", json!({"file_path": src})), call("Edit", json!({"file_path": src, "old_string": old, "new_string": new}))];
     turns.extend((0..10).map(|_| call("Bash", json!({"command": "ls"}))));
     let (seen, outcome) = play(&env, task, &turns);
     assert_eq!(seen.len(), 5, "six turns: five observed, the sixth ends it");
@@ -166,7 +168,10 @@ fn only_the_source_file_is_graded_and_hidden_tests_stay_out_of_the_repository() 
     let (_, outcome) = play(&env, task, &turns);
     let s = outcome.unwrap();
     assert_eq!(s.reward, 0.0);
-    assert_eq!((get(&s.stats, c::WRITE_OVERWRITES_TEST), get(&s.stats, c::WRITE_CREATES_FILE), get(&s.stats, c::FINAL_CLAIMS_PASS)), (1, 1, 1));
+    assert_eq!(
+        (get(&s.stats, c::WRITE_OVERWRITES_TEST), get(&s.stats, c::WRITE_CREATES_FILE), get(&s.stats, c::FINAL_CLAIMS_PASS)),
+        (1, 1, 1)
+    );
     // A source that imports a helper the model wrote fails: only `<fn>.py` is graded.
     let src = format!("/repo/{}", bug.source_file());
     let helper = bug.reference.replace(&format!("def {}(", bug.function), "def helper(");

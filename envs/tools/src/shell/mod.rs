@@ -266,7 +266,9 @@ mod tests {
         for t in [0, 600_001] {
             assert!(failed(repo.call("Bash", json!({"command": "ls", "timeout": t}))).contains("timeout must be between"));
         }
-        assert!(ok(repo.call("Bash", json!({"command": "ls", "timeout": 5000, "description": "List files"}))).contains("count_positive.py"));
+        assert!(
+            ok(repo.call("Bash", json!({"command": "ls", "timeout": 5000, "description": "List files"}))).contains("count_positive.py")
+        );
     }
 
     #[test]

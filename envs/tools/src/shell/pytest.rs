@@ -203,8 +203,7 @@ fn report(o: &Options, events: &[(String, Value)]) -> Exec {
     let collected: u64 = events.iter().filter(|(k, _)| k == "COLLECT").filter_map(|(_, v)| v["count"].as_u64()).sum();
     let deselected: u64 = events.iter().filter(|(k, _)| k == "DESELECT").filter_map(|(_, v)| v["count"].as_u64()).sum();
     let errors: Vec<&Value> = events.iter().filter(|(k, _)| k == "ERROR").map(|(_, v)| v).collect();
-    let results: Vec<(bool, &Value)> =
-        events.iter().filter(|(k, _)| k == "PASS" || k == "FAIL").map(|(k, v)| (k == "PASS", v)).collect();
+    let results: Vec<(bool, &Value)> = events.iter().filter(|(k, _)| k == "PASS" || k == "FAIL").map(|(k, v)| (k == "PASS", v)).collect();
     let mut out = String::new();
     if !o.quiet {
         let mut line = format!("collected {} item{}", collected + deselected, if collected + deselected == 1 { "" } else { "s" });
@@ -304,10 +303,7 @@ mod tests {
         let o = parse(&args(&["-q", "-k", "mixed and not (empty or zero)", "test_f.py::test_a"])).unwrap();
         assert!(o.quiet && !o.verbose);
         assert_eq!(o.paths, vec!["test_f.py::test_a"]);
-        assert_eq!(
-            o.select,
-            Some(json!(["and", ["kw", "mixed"], ["not", ["or", ["kw", "empty"], ["kw", "zero"]]]]))
-        );
+        assert_eq!(o.select, Some(json!(["and", ["kw", "mixed"], ["not", ["or", ["kw", "empty"], ["kw", "zero"]]]])));
         assert_eq!(parse(&args(&["-kfoo"])).unwrap().select, Some(json!(["kw", "foo"])));
         assert!(parse(&args(&["--cov"])).unwrap_err().contains("unsupported option `--cov`"));
         assert!(parse(&args(&["-k", "a and"])).unwrap_err().contains("Wrong expression"));

@@ -17,7 +17,9 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
         i += 1;
     }
     let (kind, target, rest) = match args.get(i).map(String::as_str) {
-        None => return Exec::usage("python: there is no interactive interpreter here; run a file (python FILE.py) or python -c CODE".into()),
+        None => {
+            return Exec::usage("python: there is no interactive interpreter here; run a file (python FILE.py) or python -c CODE".into());
+        }
         Some("-m") => match args.get(i + 1).map(String::as_str) {
             Some("pytest") => return pytest::pytest(sh, &args[i + 2..]),
             Some(module) => return Exec::usage(format!("python -m {module}: only `python -m pytest` is available in this shell")),
@@ -36,10 +38,7 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
                 Err(e) => return Exec::usage(format!("python: {}", e.0)),
             };
             if !sh.ctx.workspace.files.contains_key(&key) {
-                return Exec::usage(format!(
-                    "python: can't open file '{}': [Errno 2] No such file or directory",
-                    paths::display(&key)
-                ));
+                return Exec::usage(format!("python: can't open file '{}': [Errno 2] No such file or directory", paths::display(&key)));
             }
             ("file", key, &args[i + 1..])
         }

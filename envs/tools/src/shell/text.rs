@@ -226,10 +226,8 @@ pub fn grep(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
     let pattern = patterns.join("` or `");
     let has = |f: char| flags.contains(&f);
     // Several -e patterns match when any does.
-    let alternatives: Vec<String> = patterns
-        .iter()
-        .map(|p| format!("(?:{})", if has('F') { regex::escape(p) } else { p.replace("\\|", "|") }))
-        .collect();
+    let alternatives: Vec<String> =
+        patterns.iter().map(|p| format!("(?:{})", if has('F') { regex::escape(p) } else { p.replace("\\|", "|") })).collect();
     let source = alternatives.join("|");
     let source = if has('w') { format!(r"\b(?:{source})\b") } else { source };
     let re = match RegexBuilder::new(&source).case_insensitive(has('i')).build() {
@@ -255,7 +253,8 @@ pub fn grep(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
             }
             let prefix = if key.is_empty() { String::new() } else { format!("{key}/") };
             for file in sh.ctx.workspace.files.keys().filter(|f| f.starts_with(&prefix)) {
-                let shown = if operand == "." { file.clone() } else { format!("{}/{}", operand.trim_end_matches('/'), &file[prefix.len()..]) };
+                let shown =
+                    if operand == "." { file.clone() } else { format!("{}/{}", operand.trim_end_matches('/'), &file[prefix.len()..]) };
                 files.push((shown, file.clone()));
             }
         } else {
@@ -393,7 +392,10 @@ mod tests {
         assert_eq!(ok(repo.bash("grep -iw RETURN count_positive.py")), "    return count\n");
         assert_eq!(ok(repo.bash("grep -F '(values)' count_positive.py")), "def count_positive(values):\n");
         assert_eq!(ok(repo.bash("grep -n -A1 'if v' count_positive.py")), "5:        if v >= 0:\n6-            count += 1\n");
-        assert_eq!(ok(repo.bash("grep -C 1 count count_positive.py")), "def count_positive(values):\n    \"\"\"Count the numbers in `values` that are strictly greater than zero.\"\"\"\n    count = 0\n    for v in values:\n        if v >= 0:\n            count += 1\n    return count\n");
+        assert_eq!(
+            ok(repo.bash("grep -C 1 count count_positive.py")),
+            "def count_positive(values):\n    \"\"\"Count the numbers in `values` that are strictly greater than zero.\"\"\"\n    count = 0\n    for v in values:\n        if v >= 0:\n            count += 1\n    return count\n"
+        );
         assert_eq!(ok(repo.bash("grep -n -B1 'return' count_positive.py")), "6-            count += 1\n7:    return count\n");
         assert_eq!(ok(repo.bash("grep -n -A0 -e def -e x count_positive.py")), "1:def count_positive(values):\n");
         assert!(failed(repo.bash("grep -A x def count_positive.py")).contains("invalid context length"));
