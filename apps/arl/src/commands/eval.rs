@@ -22,7 +22,9 @@ impl Eval {
         let mut built = Built::new(&config)?;
         let opts = rollout_options(&config, built.env.as_ref(), config.trainer.seed ^ 0xe7a1);
         let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
-        let e = evaluate(built.env.as_ref(), &built.codec, &mut built.policy, config.eval.n as usize, &opts, &bootstrap, &mut |_, _| {})?;
+        let mut bar = super::progress::Progress::stderr();
+        let mut progress = |done: usize, total: usize| bar.update("eval", done, total);
+        let e = evaluate(built.env.as_ref(), &built.codec, &mut built.policy, config.eval.n as usize, &opts, &bootstrap, &mut progress)?;
         writeln!(out, "{}", serde_json::to_string_pretty(&e)?)?;
         Ok(())
     }

@@ -12,6 +12,7 @@ mod grade;
 mod list;
 mod loss;
 mod model_args;
+mod progress;
 mod render;
 mod results;
 mod run;

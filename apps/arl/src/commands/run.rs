@@ -3,7 +3,7 @@
 //! `output.dir` with the console log beside them (`run.log`). `--smoke` checks instead of
 //! training (smoke.rs).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -80,15 +80,8 @@ impl Run {
             advantage: advantage.as_ref(),
             reference: reference.as_ref().map(|r| r as &dyn Policy),
         };
-        let terminal = std::io::stderr().is_terminal();
-        let mut progress = |stage: &str, done: usize, total: usize| {
-            if terminal {
-                eprint!("\r\x1b[K{stage} {done}/{total}");
-                if done == total {
-                    eprint!("\r\x1b[K");
-                }
-            }
-        };
+        let mut bar = super::progress::Progress::stderr();
+        let mut progress = |stage: &str, done: usize, total: usize| bar.update(stage, done, total);
         let meta = RunMeta {
             arl_version: env!("CARGO_PKG_VERSION").to_string(),
             git_commit: git_commit(),
