@@ -51,7 +51,7 @@ impl Run {
             .with_context(|| format!("opening {}", log_path.display()))?;
 
         let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
-        let reference = load_reference(&config)?;
+        let reference = if self.smoke { None } else { load_reference(&config)? };
         let policy_device = TrainablePolicy::device(&policy);
 
         let mut log = |line: &str| {
@@ -59,14 +59,14 @@ impl Run {
             let _ = writeln!(log_file, "{line}");
         };
         log(&format!(
-            "arl run: env={} loss={} advantage={} sandbox={} model={} backend={} steps={} → {}",
+            "arl run: env={} loss={} advantage={} sandbox={} model={} backend={} {} → {}",
             config.env.name,
             config.loss.name,
             config.advantage.name,
             config.sandbox.name,
             config.model.source,
             config.model.backend,
-            config.trainer.steps,
+            if self.smoke { format!("smoke (no training, {} episodes)", self.smoke_n) } else { format!("steps={}", config.trainer.steps) },
             out_dir.display()
         ));
         if self.smoke {
