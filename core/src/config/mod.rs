@@ -15,6 +15,8 @@ pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlaceme
 pub use preset::AlgoPreset;
 pub use trainer::{EvalConfig, LrSchedule, OutputConfig, TrainerConfig};
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -150,7 +152,10 @@ impl Default for ModelConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SamplingConfig {
     pub temperature: f64,
+    /// Sample only from the k most likely tokens; unset: no truncation. Scoring does not
+    /// replay the truncation, so only untruncated sampling is exact for training.
     pub top_k: Option<usize>,
+    /// Nucleus sampling: the smallest set of tokens with probability ≥ p; unset: no truncation.
     pub top_p: Option<f64>,
     /// New tokens per assistant turn; unset means the env's default (64 for `edit`, 256
     /// for `tools`).
@@ -222,8 +227,36 @@ impl RunConfig {
     }
 
     /// The configuration as TOML (what `arl config show` prints).
+    ///
+    /// Keys left unset (`None`) have no TOML form; each is listed as a comment under its
+    /// section, with its documentation, so the output shows every key.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a RunConfig always serializes")
+        let text = toml::to_string_pretty(self).expect("a RunConfig always serializes");
+        let mut unset: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        collect_unset("", &serde_json::to_value(self).expect("config is JSON"), &mut unset);
+        let schema = Self::json_schema();
+        let comment = |section: &str, keys: &[String]| -> String {
+            keys.iter()
+                .map(|key| {
+                    let path = if section.is_empty() { key.clone() } else { format!("{section}.{key}") };
+                    match describe(&schema, &path) {
+                        Some(doc) => format!("# {key} = (unset) — {}\n", doc.split_whitespace().collect::<Vec<_>>().join(" ")),
+                        None => format!("# {key} = (unset)\n"),
+                    }
+                })
+                .collect()
+        };
+        let mut out = unset.get("").map(|keys| comment("", keys)).unwrap_or_default();
+        for line in text.lines() {
+            out.push_str(line);
+            out.push('\n');
+            if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']'))
+                && let Some(keys) = unset.get(section)
+            {
+                out.push_str(&comment(section, keys));
+            }
+        }
+        out
     }
 
     /// JSON Schema of the whole document.
@@ -232,10 +265,63 @@ impl RunConfig {
     }
 }
 
+/// Null leaves of `value` by their parent's dotted path (`""` for the top level).
+fn collect_unset(path: &str, value: &Value, out: &mut BTreeMap<String, Vec<String>>) {
+    if let Value::Object(map) = value {
+        for (key, v) in map {
+            match v {
+                Value::Null => out.entry(path.to_string()).or_default().push(key.clone()),
+                Value::Object(_) => collect_unset(&if path.is_empty() { key.clone() } else { format!("{path}.{key}") }, v, out),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The schema's description of the dotted key `path` (following `$ref`s into `$defs`).
+fn describe(schema: &Value, path: &str) -> Option<String> {
+    let resolve = |node: &'_ Value| -> Option<Value> {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(r) => schema.get("$defs")?.get(r.strip_prefix("#/$defs/")?).cloned(),
+            None => Some(node.clone()),
+        }
+    };
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut node = schema.clone();
+    for (i, part) in parts.iter().enumerate() {
+        let prop = node.get("properties")?.get(*part)?.clone();
+        if i + 1 == parts.len()
+            && let Some(doc) = prop.get("description").and_then(Value::as_str)
+        {
+            return Some(doc.to_string());
+        }
+        node = resolve(&prop)?;
+    }
+    node.get("description").and_then(Value::as_str).map(str::to_string)
+}
+
 fn check<P: Kind>(key: &str, name: &str) -> Result<(), ConfigError> {
     registry::get::<P>(name).map(|_| ()).map_err(|e| invalid(key, e.to_string()))
 }
 
 fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.to_string(), message: message.into() }
+}
+
+#[cfg(test)]
+mod toml_tests {
+    use super::*;
+
+    #[test]
+    fn unset_keys_show_as_documented_comments_and_parse_back() {
+        let config = RunConfig::default();
+        let text = config.to_toml();
+        assert!(text.starts_with("# algo = (unset) — Algorithm preset"), "{text}");
+        let sampling = text.split("[sampling]\n").nth(1).unwrap();
+        assert!(sampling.starts_with("# top_k = (unset) — Sample only from the k most likely tokens"), "{sampling}");
+        assert!(sampling.contains("# max_new_tokens = (unset) — New tokens per assistant turn; unset means the env's default"));
+        assert!(text.contains("[trainer]\n# micro = (unset) — Rows per micro-batch"), "{text}");
+        let back: RunConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back, config);
+    }
 }

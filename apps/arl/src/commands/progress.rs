@@ -73,10 +73,7 @@ mod tests {
         p.update_at("step 1 update", 0, 1, t0 + Duration::from_secs(32));
         p.update_at("step 1 update", 1, 1, t0 + Duration::from_secs(40));
         let text = String::from_utf8(p.out).unwrap();
-        assert_eq!(
-            text,
-            "step 1 rollout: 2/8 (1s)\nstep 1 rollout: 5/8 (31s)\nstep 1 rollout: 8/8 (32s)\nstep 1 update: 1/1 (8s)\n"
-        );
+        assert_eq!(text, "step 1 rollout: 2/8 (1s)\nstep 1 rollout: 5/8 (31s)\nstep 1 rollout: 8/8 (32s)\nstep 1 update: 1/1 (8s)\n");
     }
 
     #[test]
