@@ -18,6 +18,8 @@
 mod clip;
 mod optim;
 mod state;
+#[cfg(test)]
+mod testing;
 
 pub use clip::{clip_global_norm, global_grad_norm};
 pub use optim::{Optim, OptimConfig, StepStats};

@@ -91,28 +91,13 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::DispatchDevice;
-    use burn::module::{Module, Param};
     use burn::tensor::TensorData;
 
     use crate::global_grad_norm;
-
-    #[derive(Module, Debug)]
-    struct Two<B: burn::tensor::backend::Backend> {
-        a: Param<Tensor<B, 2>>,
-        b: Param<Tensor<B, 1>>,
-    }
-
-    fn device() -> DispatchDevice {
-        DispatchDevice::autodiff(DispatchDevice::Flex(Default::default()))
-    }
+    use crate::testing::{Two, device, two};
 
     fn model() -> Two<Dispatch> {
-        let d = device();
-        Two {
-            a: Param::from_tensor(Tensor::from_data(TensorData::new(vec![1.0f32, -2.0, 0.5, 3.0], [2, 2]), &d)),
-            b: Param::from_tensor(Tensor::from_data(TensorData::new(vec![0.25f32, -1.0], [2]), &d)),
-        }
+        two(vec![1.0, -2.0, 0.5, 3.0], vec![0.25, -1.0])
     }
 
     /// loss = Σ a·ca + Σ b·cb, so the gradients are exactly ca and cb.

@@ -149,29 +149,15 @@ impl ModuleVisitor<Dispatch> for Loader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use burn::DispatchDevice;
     use burn::module::{Module, Param};
     use burn::tensor::{Tensor, TensorData};
 
+    use crate::testing::{Two, device, two};
     use crate::{Optim, OptimConfig};
-
-    #[derive(Module, Debug)]
-    struct Two<B: burn::tensor::backend::Backend> {
-        a: Param<Tensor<B, 2>>,
-        b: Param<Tensor<B, 1>>,
-    }
-
-    fn device() -> DispatchDevice {
-        DispatchDevice::autodiff(DispatchDevice::Flex(Default::default()))
-    }
 
     /// A fresh module (new `ParamId`s) with the given values, as a reload from disk gives.
     fn build(a: Vec<f32>, b: Vec<f32>) -> Two<burn::Dispatch> {
-        let d = device();
-        Two {
-            a: Param::from_tensor(Tensor::from_data(TensorData::new(a, [2, 2]), &d)),
-            b: Param::from_tensor(Tensor::from_data(TensorData::new(b, [2]), &d)),
-        }
+        two(a, b)
     }
 
     fn values(m: &Two<burn::Dispatch>) -> (Vec<f32>, Vec<f32>) {
