@@ -13,7 +13,7 @@ use arl_core::policy::SamplingParams;
 use arl_qwen3::{DispatchQwen3, sample, score};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::{Tensor, TensorData};
-use burn::{Dispatch, DispatchDevice};
+use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 use serde_json::json;
 
 use super::ModelArgs;
@@ -58,6 +58,10 @@ pub struct BenchScore {
     pub steps: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Recompute activations in the backward pass (burn's balanced checkpointing), as
+    /// `trainer.gradient_checkpointing` does; compare `peak_rss_mb` with and without.
+    #[arg(long)]
+    pub gradient_checkpointing: bool,
 }
 
 /// Deterministic random token ids (splitmix64), no RNG crate needed.
@@ -118,7 +122,8 @@ impl BenchScore {
         let (b, l) = (self.batch, self.seq_len);
         anyhow::ensure!(b > 0 && l > 1, "--batch must be ≥ 1 and --seq-len ≥ 2");
         anyhow::ensure!(self.policy_frac > 0.0 && self.policy_frac <= 1.0, "--policy-frac must be in (0, 1]");
-        let device = DispatchDevice::autodiff(self.model.device()?);
+        let strategy = if self.gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
+        let device = DispatchDevice::autodiff_checkpointed(self.model.device()?, strategy);
         let mut model: DispatchQwen3 = self.model.load_on(&device)?;
         let mut optim = AdamWConfig::new().init::<Dispatch, DispatchQwen3>();
         let n_pol = ((self.policy_frac * l as f64).round() as usize).clamp(1, l - 1);
@@ -156,6 +161,9 @@ impl BenchScore {
             "steps": times.len(),
             "step_s": step_s,
             "tokens_per_s": (b * l) as f64 / step_s,
+            "gradient_checkpointing": self.gradient_checkpointing,
+            // The whole process's peak resident memory (host memory; the model's on the CPU).
+            "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
         });
         writeln!(out, "{doc}")?;
         Ok(())
