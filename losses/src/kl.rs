@@ -22,17 +22,9 @@ pub fn estimate(estimator: KlEstimator, log_prob: T2, ref_log_prob: T2) -> T2 {
     }
 }
 
-/// The same estimate for one token, on the host.
+/// The same estimate for one token, on the host ([`KlEstimator::estimate`]).
 pub fn estimate_one(estimator: KlEstimator, log_prob: f64, ref_log_prob: f64) -> f64 {
-    let l = log_prob - ref_log_prob;
-    match estimator {
-        KlEstimator::K1 => l,
-        KlEstimator::K2 => 0.5 * l * l,
-        KlEstimator::K3 => {
-            let l = l.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP);
-            ((-l).exp() - 1.0 + l).clamp(-K3_CLAMP, K3_CLAMP)
-        }
-    }
+    estimator.estimate(log_prob, ref_log_prob)
 }
 
 /// KL in the reward: the per-token penalty −β·k(π_old, π_ref) to add to token rewards

@@ -5,7 +5,7 @@ use arl_core::chat::{ChatCodec, ChatError, Conversation};
 use arl_core::config::LossConfig;
 use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
-use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect};
+use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
 use arl_core::train::rollout::{RolloutOptions, rollout};
 use arl_core::train::update::{UpdateOptions, policy_positions, recompute_logprobs, update, update_with_reference};
 use arl_core::{AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task, ToolSchema};
@@ -257,7 +257,7 @@ fn collect_with(env: &dyn Env, opts: &BatchOptions, ropts: &RolloutOptions) -> (
         handed.extend(out.iter().map(|t| t.id.clone()));
         out
     };
-    let b = collect(env, &Bytes, &mut trainer(), adv.as_ref(), &mut next, ropts, opts, &mut |_, _| {}).unwrap();
+    let b = collect(env, &Bytes, &mut trainer(), adv.as_ref(), &mut next, ropts, opts, None, &mut |_, _| {}).unwrap();
     (b, handed)
 }
 
@@ -410,4 +410,38 @@ fn an_entropy_bonus_runs_in_the_update() {
     let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-3, aggregation: Aggregation::TokenMean, horizon: None };
     let m = update(&mut policy, loss.as_ref(), &episodes, &[1.0, -1.0], &opts).unwrap();
     assert!(m.loss.entropy.unwrap() > 0.0 && m.optimizer_steps == 1, "{m:?}");
+}
+
+/// `loss.kl_placement = "reward"`: the reference's KL comes off each episode's reward before
+/// advantages — about 0 against the policy itself, below 0 against a policy that moved.
+#[test]
+fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
+    let (loss, adv) = grpo();
+    let env = Letters;
+    let tasks = env.tasks(Split::Train).unwrap();
+    let mut moved = trainer();
+    let specs: Vec<(Task, usize)> = tasks.iter().take(2).flat_map(|t| [(t.clone(), 0), (t.clone(), 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut moved, &specs, &rollout_opts(21), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 5e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    update(&mut moved, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
+    let unmoved = trainer();
+    let run = |reference: &QwenTrainer| {
+        let terms = |eps: &[arl_core::Episode]| -> Result<Vec<f64>, arl_core::train::TrainError> {
+            Ok(kl_penalty(eps, &recompute_logprobs(reference, eps, 6)?, 0.1, arl_core::config::KlEstimator::K3))
+        };
+        let mut cursor = 0;
+        let mut next = |n: usize| {
+            let out: Vec<Task> = (0..n).map(|j| tasks[(cursor + j) % tasks.len()].clone()).collect();
+            cursor += n;
+            out
+        };
+        collect(&env, &Bytes, &mut trainer(), adv.as_ref(), &mut next, &rollout_opts(5), &batch_opts(), Some(&terms), &mut |_, _| {})
+            .unwrap()
+    };
+    let same = run(&unmoved);
+    assert!(same.stats.extra_reward_mean.abs() < 1e-6, "{:?}", same.stats);
+    let b = run(&moved);
+    let raw = b.sampled.iter().map(|e| e.reward).sum::<f64>() / b.sampled.len() as f64;
+    assert!(b.stats.extra_reward_mean < -1e-4, "{:?}", b.stats);
+    assert!((b.stats.shaped_reward_mean - (raw + b.stats.extra_reward_mean)).abs() < 1e-12);
 }

@@ -47,8 +47,9 @@ pub struct LossConfig {
     /// β of the KL to the reference policy; 0 disables it.
     pub kl_coef: f64,
     pub kl_estimator: KlEstimator,
-    /// Where the KL goes: added to the token loss, or subtracted from the reward (the trainer
-    /// calls `arl_losses::kl::reward_penalty`; the loss then ignores it).
+    /// Where the KL goes: added to the token loss, or subtracted from each episode's reward
+    /// before advantages (β·Σ_t k(π_sampler, π_ref) over its policy tokens; the loss then
+    /// ignores it).
     pub kl_placement: KlPlacement,
     /// Entropy bonus coefficient (the loss subtracts coef·entropy); 0 disables it.
     pub entropy_coef: f64,
@@ -98,6 +99,22 @@ pub enum KlEstimator {
     K2,
     /// e^{−ℓ} − 1 + ℓ (verl `low_var_kl`)
     K3,
+}
+
+impl KlEstimator {
+    /// The estimate for one token, ℓ = `log_prob` − `ref_log_prob`; k3 clamps ℓ to ±20 and
+    /// its value to ±10, as verl does (arl-losses applies the same on tensors).
+    pub fn estimate(self, log_prob: f64, ref_log_prob: f64) -> f64 {
+        let l = log_prob - ref_log_prob;
+        match self {
+            KlEstimator::K1 => l,
+            KlEstimator::K2 => 0.5 * l * l,
+            KlEstimator::K3 => {
+                let l = l.clamp(-20.0, 20.0);
+                ((-l).exp() - 1.0 + l).clamp(-10.0, 10.0)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -13,6 +13,9 @@
 //! - **Overlong masking**: with `mask_truncated`, episodes cut by a budget keep their place in
 //!   the group statistics but leave the loss.
 //!
+//! - **KL in the reward** (`loss.kl_placement = "reward"`): the caller's `reward_terms` hook
+//!   adds −β·Σ_t k(π_sampler, π_ref) over an episode's policy tokens ([`kl_penalty`]).
+//!
 //! The raw (correctness) reward stays in each [`Episode`]; the shaped one only drives
 //! advantages, and both are reported.
 
@@ -21,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::rollout::{RolloutOptions, RolloutStats, rollout};
 use crate::chat::ChatCodec;
+use crate::config::KlEstimator;
 use crate::policy::{Policy, SamplingParams};
 use crate::{AdvantageFn, AdvantageInput, Env, Episode, Task};
 
@@ -73,6 +77,8 @@ pub struct BatchStats {
     pub shaped_reward_mean: f64,
     /// Mean overlong penalty over the sampled episodes (0 when shaping is off).
     pub overlong_penalty_mean: f64,
+    /// Mean of the caller's extra reward terms (the KL penalty) over the sampled episodes.
+    pub extra_reward_mean: f64,
     /// Truncated episodes taken out of the loss by `mask_truncated`.
     pub masked_truncated: usize,
 }
@@ -87,6 +93,25 @@ pub struct StepBatch {
     pub stats: BatchStats,
 }
 
+/// Extra per-episode reward terms, computed on each round's episodes (one value per episode).
+pub type RewardTerms<'a> = dyn Fn(&[Episode]) -> Result<Vec<f64>, TrainError> + 'a;
+
+/// KL in the reward: −β·Σ_t k(sampler logprob, reference logprob) over each episode's
+/// policy tokens. `reference[i]` is aligned with `episodes[i].ids` (as
+/// [`recompute_logprobs`](super::update::recompute_logprobs) returns it). The sampler's
+/// logprobs stand for π_old (they are equal up to the logged sampler–trainer gap).
+pub fn kl_penalty(episodes: &[Episode], reference: &[Vec<f32>], coef: f64, estimator: KlEstimator) -> Vec<f64> {
+    episodes
+        .iter()
+        .zip(reference)
+        .map(|(e, r)| {
+            let kl: f64 =
+                super::update::policy_positions(e).into_iter().map(|t| estimator.estimate(e.sampler_logprobs[t] as f64, r[t] as f64)).sum();
+            -coef * kl
+        })
+        .collect()
+}
+
 /// Roll out `prompts × group_size` episodes, shape, filter and (if allowed) resample.
 /// `next_tasks(n)` hands out the next `n` training tasks (it owns the data position).
 #[allow(clippy::too_many_arguments)]
@@ -98,6 +123,7 @@ pub fn collect(
     next_tasks: &mut dyn FnMut(usize) -> Vec<Task>,
     rollout_opts: &RolloutOptions,
     opts: &BatchOptions,
+    reward_terms: Option<&RewardTerms<'_>>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<StepBatch, TrainError> {
     let filter = opts.skip_zero_variance || opts.max_sampling_attempts > 1;
@@ -126,10 +152,15 @@ pub fn collect(
         merge(&mut rstats, &r);
         stats.attempts += 1;
         stats.groups_sampled += tasks.len();
-        for e in &episodes {
+        let extra = match reward_terms {
+            Some(terms) => terms(&episodes)?,
+            None => vec![0.0; episodes.len()],
+        };
+        for (e, x) in episodes.iter().zip(extra) {
             let penalty = opts.overlong.map_or(0.0, |o| o.penalty(e.policy_tokens()));
             stats.overlong_penalty_mean += penalty;
-            shaped.push(e.reward + penalty);
+            stats.extra_reward_mean += x;
+            shaped.push(e.reward + penalty + x);
         }
         sampled.extend(episodes);
         for g in base..base + tasks.len() {
@@ -147,6 +178,7 @@ pub fn collect(
     }
     let n = sampled.len().max(1) as f64;
     stats.overlong_penalty_mean /= n;
+    stats.extra_reward_mean /= n;
     stats.shaped_reward_mean = shaped.iter().sum::<f64>() / n;
     stats.groups_kept = kept_groups.len();
 
@@ -179,6 +211,24 @@ fn merge(into: &mut RolloutStats, r: &RolloutStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kl_penalty_sums_the_estimate_over_policy_tokens() {
+        // Policy tokens at t = 1 and 3 (t = 0 has no context): k1 = (−1 − −1.5) + (−2 − −1) = −0.5.
+        let e = Episode {
+            ids: vec![5, 6, 7, 8],
+            policy_mask: vec![true, true, false, true],
+            sampler_logprobs: vec![0.0, -1.0, 0.0, -2.0],
+            turn_ids: vec![0, 0, -1, 1],
+            ..Episode::default()
+        };
+        let reference = vec![vec![9.0, -1.5, 9.0, -1.0]];
+        let k1 = kl_penalty(std::slice::from_ref(&e), &reference, 0.1, KlEstimator::K1);
+        assert!((k1[0] - 0.05).abs() < 1e-12, "{k1:?}");
+        // k2 = ½(0.25 + 1) = 0.625 → −0.0625.
+        let k2 = kl_penalty(std::slice::from_ref(&e), &reference, 0.1, KlEstimator::K2);
+        assert!((k2[0] + 0.0625).abs() < 1e-12, "{k2:?}");
+    }
 
     #[test]
     fn overlong_penalty_follows_dapo() {

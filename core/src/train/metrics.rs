@@ -22,6 +22,8 @@ pub struct StepMetrics {
     /// Mean reward after overlong shaping (equals `reward_mean` without shaping).
     pub shaped_reward_mean: f64,
     pub overlong_penalty_mean: f64,
+    /// Mean KL-in-reward term −β·Σ_t k (with `loss.kl_placement = "reward"`; else 0).
+    pub kl_reward_mean: f64,
     /// Truncated episodes left out of the loss (`mask_truncated`).
     pub masked_truncated: usize,
     pub loss: f64,

@@ -11,13 +11,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
-use super::batch::{BatchOptions, Overlong, collect};
+use super::batch::{BatchOptions, Overlong, RewardTerms, collect, kl_penalty};
 use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
 use super::rollout::RolloutOptions;
-use super::update::{UpdateOptions, update_with_reference};
+use super::update::{UpdateOptions, recompute_logprobs, update_with_reference};
 use crate::chat::ChatCodec;
+use crate::config::KlPlacement;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
 use crate::policy::{Policy, SamplingParams, TrainablePolicy};
@@ -138,6 +139,18 @@ pub fn train(
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used,
     };
+    // KL in the reward: the reference scores each round's episodes before advantages.
+    let kl_terms: Option<Box<RewardTerms<'_>>> = match (reference, config.loss.kl_placement) {
+        (Some(r), KlPlacement::Reward) if config.loss.kl_coef > 0.0 => {
+            let (coef, estimator) = (config.loss.kl_coef, config.loss.kl_estimator);
+            let rows = update_opts.micro.unwrap_or(usize::MAX).max(1);
+            Some(Box::new(move |episodes: &[Episode]| {
+                let ref_lp = recompute_logprobs(r, episodes, rows.min(episodes.len().max(1)))?;
+                Ok(kl_penalty(episodes, &ref_lp, coef, estimator))
+            }))
+        }
+        _ => None,
+    };
     // The data position: tasks are handed out in `order`, round after round.
     let mut cursor = tasks_used;
     for step in first_step..config.trainer.steps {
@@ -155,7 +168,9 @@ pub fn train(
             cursor += n;
             tasks
         };
-        let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, &mut |d, t| progress(&stage, d, t))?;
+        let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
+            progress(&stage, d, t)
+        })?;
         progress(&format!("step {} update", step + 1), 0, 1);
         let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
         let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
@@ -288,6 +303,7 @@ fn step_metrics(
         sampling_attempts: b.attempts,
         shaped_reward_mean: b.shaped_reward_mean,
         overlong_penalty_mean: b.overlong_penalty_mean,
+        kl_reward_mean: b.extra_reward_mean,
         masked_truncated: b.masked_truncated,
         loss: u.loss_value,
         entropy: u.entropy.or(u.loss.entropy),

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use arl_chat::HfChatCodec;
-use arl_core::config::KlPlacement;
 use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
 use arl_core::train::trainer::{Parts, RunMeta, train};
@@ -126,12 +125,10 @@ fn load_reference(config: &RunConfig) -> anyhow::Result<Option<QwenPolicy>> {
     if config.loss.kl_coef <= 0.0 {
         return Ok(None);
     }
-    if config.loss.kl_placement == KlPlacement::Reward {
-        anyhow::bail!("loss.kl_placement = \"reward\" is not supported by the trainer yet; use kl_placement = \"loss\" (the default)");
-    }
     let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
     let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
-    let reference = QwenPolicy::load(source, &device).with_context(|| format!("loading the reference model `{source}`"))?;
+    let reference =
+        QwenPolicy::load_as(source, &device, config.model.dtype).with_context(|| format!("loading the reference model `{source}`"))?;
     Ok(Some(reference))
 }
 
