@@ -47,7 +47,7 @@ pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, Sampl
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
 pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};
 pub use task::{Split, Task};
-pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace};
+pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace, dispatch};
 
 /// Re-exported so the [`register!`] macro works in crates that do not depend on inventory.
 #[doc(hidden)]

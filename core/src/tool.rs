@@ -108,3 +108,22 @@ pub trait ToolSet: Send + Sync {
     fn schemas(&self) -> Vec<ToolSchema>;
     fn call(&self, ctx: &mut ToolContext<'_>, call: &ToolCall) -> ToolOutcome;
 }
+
+/// Run one parsed call of a turn through `tools` and count it in `ctx.stats`: every call in
+/// `tool_calls`, a malformed one (the parser's verdict or the tool set's) in `malformed_calls`,
+/// a failed one in `failed_calls`. A malformed call reaches no tool.
+pub fn dispatch(tools: &dyn ToolSet, ctx: &mut ToolContext<'_>, parsed: &ParsedCall) -> ToolResult {
+    ctx.stats.tool_calls += 1;
+    let result = match parsed {
+        ParsedCall::Malformed { reason, .. } => {
+            ToolResult { name: "?".into(), outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")) }
+        }
+        ParsedCall::Call(call) => ToolResult { name: call.name.clone(), outcome: tools.call(ctx, call) },
+    };
+    match result.outcome {
+        ToolOutcome::Malformed(_) => ctx.stats.malformed_calls += 1,
+        ToolOutcome::Failed(_) => ctx.stats.failed_calls += 1,
+        ToolOutcome::Ok(_) => {}
+    }
+    result
+}

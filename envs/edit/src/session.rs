@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use arl_core::{
-    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, ToolOutcome,
-    ToolResult, ToolSet, Workspace,
+    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, Workspace, dispatch,
 };
 use arl_tasks::{BugTask, grade};
 
@@ -81,29 +80,11 @@ impl EnvSession for EditSession {
             return Ok(Step::Done(self.grade(false)?));
         }
         let mut results = Vec::with_capacity(turn.calls.len());
-        let mut submitted = false;
         for parsed in &turn.calls {
-            self.stats.tool_calls += 1;
-            let result = match parsed {
-                ParsedCall::Malformed { reason, .. } => {
-                    self.stats.malformed_calls += 1;
-                    ToolResult { name: "?".into(), outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")) }
-                }
-                ParsedCall::Call(call) => {
-                    let mut ctx = ToolContext {
-                        task: &self.task,
-                        workspace: &mut self.workspace,
-                        sandbox: self.sandbox.as_ref(),
-                        stats: &mut self.stats,
-                    };
-                    let outcome = EditTools.call(&mut ctx, call);
-                    if matches!(outcome, ToolOutcome::Failed(_)) {
-                        self.stats.failed_calls += 1;
-                    }
-                    submitted = call.name == SUBMIT;
-                    ToolResult { name: call.name.clone(), outcome }
-                }
-            };
+            let mut ctx =
+                ToolContext { task: &self.task, workspace: &mut self.workspace, sandbox: self.sandbox.as_ref(), stats: &mut self.stats };
+            let result = dispatch(&EditTools, &mut ctx, parsed);
+            let submitted = matches!(parsed, ParsedCall::Call(call) if call.name == SUBMIT);
             results.push(result);
             if submitted {
                 self.stats.bump("submitted");

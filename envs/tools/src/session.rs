@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use arl_core::{
-    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, ToolOutcome,
-    ToolResult, ToolSet, Workspace,
+    AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, Workspace, dispatch,
 };
 use arl_tasks::{BugTask, grade};
 
@@ -100,34 +99,17 @@ impl EnvSession for ToolsSession {
         }
         let mut results = Vec::with_capacity(turn.calls.len());
         for (i, parsed) in turn.calls.iter().enumerate() {
-            self.stats.tool_calls += 1;
-            let result = match parsed {
-                _ if i >= self.max_calls_per_turn as usize => ToolResult {
-                    name: "?".into(),
-                    outcome: ToolOutcome::Malformed(format!(
-                        "malformed tool call: more than {} tool calls in one turn",
-                        self.max_calls_per_turn
-                    )),
-                },
-                ParsedCall::Malformed { reason, .. } => {
-                    ToolResult { name: "?".into(), outcome: ToolOutcome::Malformed(format!("malformed tool call: {reason}")) }
-                }
-                ParsedCall::Call(call) => {
-                    let mut ctx = ToolContext {
-                        task: &self.task,
-                        workspace: &mut self.workspace,
-                        sandbox: self.sandbox.as_ref(),
-                        stats: &mut self.stats,
-                    };
-                    ToolResult { name: call.name.clone(), outcome: ClaudeCodeTools.call(&mut ctx, call) }
-                }
+            let over_cap;
+            let parsed = if i >= self.max_calls_per_turn as usize {
+                let reason = format!("more than {} tool calls in one turn", self.max_calls_per_turn);
+                over_cap = ParsedCall::Malformed { raw: String::new(), reason };
+                &over_cap
+            } else {
+                parsed
             };
-            match result.outcome {
-                ToolOutcome::Malformed(_) => self.stats.malformed_calls += 1,
-                ToolOutcome::Failed(_) => self.stats.failed_calls += 1,
-                ToolOutcome::Ok(_) => {}
-            }
-            results.push(result);
+            let mut ctx =
+                ToolContext { task: &self.task, workspace: &mut self.workspace, sandbox: self.sandbox.as_ref(), stats: &mut self.stats };
+            results.push(dispatch(&ClaudeCodeTools, &mut ctx, parsed));
         }
         if self.stats.turns >= self.max_turns {
             return Ok(Step::Done(self.grade(true)?));
