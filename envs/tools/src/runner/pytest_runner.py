@@ -18,20 +18,6 @@ OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", a
        ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
 
-def from_job(text, cwd, repl):
-    # Job-directory paths in `text` as the model sees them (`repl` + name). The rlimit sandbox
-    # runs jobs in a unique temporary directory; the wasm sandbox at the guest's root `/`,
-    # where only `/name` of a file directly in it is a job path.
-    if cwd != "/":
-        return text.replace(cwd + "/", repl)
-    import re
-    names = sorted(os.listdir(cwd), key=len, reverse=True)
-    if not names:
-        return text
-    pattern = r"(?<![\w./-])/(?=(?:%s)(?![\w.-]))" % "|".join(re.escape(n) for n in names)
-    return re.sub(pattern, lambda m: repl, text)
-
-
 def selected(tree, node_id):
     if tree is None:
         return True

@@ -16,7 +16,7 @@ use super::{Exec, Shell};
 use crate::counters as c;
 use crate::paths;
 
-const RUNNER: &str = include_str!("../runner/pytest_runner.py");
+const RUNNER: &str = concat!(include_str!("../runner/job_paths.py"), include_str!("../runner/pytest_runner.py"));
 const ENTRY: &str = "arl_pytest_runner.py";
 
 #[derive(Debug, Default, PartialEq)]

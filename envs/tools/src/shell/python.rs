@@ -7,7 +7,7 @@ use super::{Exec, Shell, pytest};
 use crate::counters as c;
 use crate::paths;
 
-const RUN_PYTHON: &str = include_str!("../runner/run_python.py");
+const RUN_PYTHON: &str = concat!(include_str!("../runner/job_paths.py"), include_str!("../runner/run_python.py"));
 pub(crate) const RUN_ENTRY: &str = "arl_run_python.py";
 
 pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
