@@ -97,3 +97,24 @@ fn out_of_range_values_are_named() {
     let err = run_error(&["run", "--group-size", "0"]);
     assert_eq!(err, "config key `trainer.group_size`: 0 is out of range; valid: ≥ 1");
 }
+
+#[test]
+fn results_schema_has_the_new_fields() {
+    let schema: serde_json::Value = serde_json::from_str(&arl(&["results", "schema"]).unwrap()).unwrap();
+    let text = schema.to_string();
+    let defs = &schema["$defs"];
+    for key in ["tokenizer", "model_dir", "model_snapshot", "git_commit", "run_id"] {
+        assert!(defs["RunMeta"]["properties"][key].is_object(), "meta.{key} in {text}");
+    }
+    for key in ["episodes", "tool_stats"] {
+        assert!(defs["Evaluation"]["properties"][key].is_object(), "evaluation.{key}");
+    }
+    for key in ["response_tokens", "finish"] {
+        assert!(defs["EpisodeSummary"]["properties"][key].is_object(), "episode.{key}");
+    }
+    let ratio = &defs["StepMetrics"]["properties"]["ratio_mean"];
+    assert!(ratio.to_string().contains("null"), "ratio_mean may be null: {ratio}");
+    for key in ["response_tokens_mean", "finish", "non_finite_updates"] {
+        assert!(defs["StepMetrics"]["properties"][key].is_object(), "step.{key}");
+    }
+}

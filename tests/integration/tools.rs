@@ -198,7 +198,7 @@ fn run_smoke_under_the_wasm_sandbox_names_it() {
         dir.to_str().unwrap(),
     ])
     .unwrap();
-    assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episodes (sandbox wasm)"), "{out}");
+    assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episode (sandbox wasm)"), "{out}");
     assert!(out.contains(r#"tool Bash {"command":"pytest -q"}: ok"#), "{out}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("smoke.json")).unwrap()).unwrap();
     assert_eq!(doc["sandbox"], "wasm");

@@ -532,6 +532,11 @@ fn non_finite_steps_are_skipped_counted_and_stop_the_run_with_the_last_good_chec
     config.trainer.group_size = 4;
     config.trainer.minibatches = 1;
     config.trainer.lr = 1e-2;
+    config.trainer.micro = None;
+    config.trainer.checkpoint_every = 1;
+    config.trainer.max_sampling_attempts = 1;
+    config.trainer.skip_zero_variance = false;
+    config.output.checkpoints = true;
     config.eval.n = 0;
     config.sampling.max_new_tokens = Some(8);
     config.env.max_turns = 1;
