@@ -33,6 +33,9 @@ pub struct Run {
 impl Run {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config = self.args.resolve_with_context()?;
+        if !self.smoke {
+            arl_core::train::trainer::check_sampling_for_training(&config)?;
+        }
         let out_dir = PathBuf::from(&config.output.dir);
         std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
         if !config.trainer.resume {
