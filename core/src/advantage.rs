@@ -39,7 +39,8 @@ impl<'a> AdvantageInput<'a> {
 
 pub trait AdvantageFn: Send + Sync {
     /// One advantage per episode, every episode weighing the same in batch and group
-    /// statistics.
+    /// statistics; a whitening over response tokens (REINFORCE++) counts
+    /// `input.response_tokens`.
     fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, LossError>;
 
     /// The same with statistics weighted by each episode's policy-token count (AReaL's

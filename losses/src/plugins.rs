@@ -45,5 +45,5 @@ estimator!(adv_drgrpo: "drgrpo", "R − mean_group (no std); a group of one: R (
 estimator!(adv_rloo: "rloo", "R − leave-one-out group mean; a group of one: R (verl)");
 estimator!(adv_liteppo: "liteppo", "(R − mean_group)/(std_batch + 1e-6); a group of one: 0 (AReaL)");
 estimator!(adv_reinforce_pp: "reinforce++", "R whitened over the batch's response tokens, (R − m)/√(v + 1e-8) (verl masked_whiten)");
-estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "R − mean_group (a group of one: 0), whitened over the batch's response tokens (verl)");
+estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "R − mean_group (0 for a group of one), whitened over the batch's response tokens (verl)");
 estimator!(adv_norm: "norm", "AReaL NormConfig, defaults mean_level=batch std_level=batch, unbiased, eps 1e-5");
