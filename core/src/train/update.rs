@@ -6,10 +6,11 @@
 //! is zero are skipped in backward when the loss says they contribute nothing, yet still
 //! count in the normalizer, so skipping never changes the gradient.
 //!
-//! Every score (old, new, reference) is taken at the sampling temperature, and the old
-//! log-probabilities are recomputed by the training module in the very micro-batches of the
-//! gradient pass, so on a deterministic backend the first minibatch is exactly on-policy
-//! (ratio 1, nothing clipped).
+//! Every score (old, new, reference) is taken at the sampling temperature. The old
+//! log-probabilities are recomputed without gradients in the very micro-batches of the
+//! gradient pass; the first minibatch of the first epoch, still on-policy, takes them from its
+//! own forward pass (detached, as verl's on-policy path does), so its ratios are exactly 1 and
+//! nothing is clipped.
 
 use std::time::Instant;
 
@@ -49,7 +50,7 @@ impl Default for UpdateOptions {
 pub struct UpdateMetrics {
     pub loss: LossMetrics,
     /// The loss metrics of each minibatch, in order (epoch after epoch). The first is
-    /// on-policy: its ratios are exactly 1 on a deterministic backend.
+    /// on-policy: its ratios are exactly 1.
     pub minibatch_metrics: Vec<LossMetrics>,
     /// The loss of each minibatch, in order (epoch after epoch).
     pub minibatch_losses: Vec<f64>,
@@ -138,10 +139,10 @@ fn score_batches(score: &ScoreFn<'_>, episodes: &[Episode], batches: &[Vec<usize
 /// The update's batches, fixed before anything is scored: minibatches of episode indices, and
 /// in each the micro-batches of rows that go through backward (zero-advantage rows left out
 /// when the loss allows, rows without policy tokens always). The old log-probabilities are
-/// scored in exactly these micro-batches, by the training module's own forward pass, so the
-/// first minibatch's ratios are exactly 1 on a deterministic backend whatever the backend's
-/// batch variance (verl #6280) — and whatever the plain backend computes differently from the
-/// autodiff one (burn-flex fuses softmax only on the plain backend: ~1e-6 apart in logprob).
+/// scored in exactly these micro-batches (no batch variance between the two, verl #6280).
+/// That alone does not make the on-policy ratio 1: burn's autodiff forward differs from the
+/// plain backend's in the last bits (burn-flex fuses softmax only on the plain backend, ~1e-6
+/// in log-probability), so the first minibatch uses its own forward, detached, as `old`.
 struct Plan {
     minibatches: Vec<PlannedMinibatch>,
 }
@@ -232,10 +233,7 @@ pub fn update_with_reference(
     let plan = Plan::new(episodes, advantages, opts, loss.zero_advantage_rows_vanish());
     let batches = plan.scoring_batches(episodes.len(), micro);
     let at = ScoreParams::at(opts.temperature);
-    // The old log-probabilities: the training module's forward, no backward (the graph goes
-    // with the tensors), in the gradient pass's micro-batches.
-    let trained = |s: &[Vec<u32>], p: &[Vec<usize>], params: ScoreParams| policy.score_with_grad(s, Some(p), params);
-    let before = score_batches(&trained, episodes, &batches, at.with_entropy(true))?;
+    let before = score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let old = before.logprobs;
     let reference = reference
         .map(|r| score_batches(&|s, p, params| r.score(s, Some(p), params), episodes, &batches, at))
@@ -261,8 +259,10 @@ pub fn update_with_reference(
     let mut metrics = Vec::new();
     let mut losses = Vec::new();
     let mut grad_norms = Vec::new();
-    for _epoch in 0..opts.epochs {
-        for mb in &plan.minibatches {
+    for epoch in 0..opts.epochs {
+        for (k, mb) in plan.minibatches.iter().enumerate() {
+            // Before the first optimizer step the policy is the one that produced `old`.
+            let on_policy = epoch == 0 && k == 0;
             let lengths: Vec<f64> = mb.episodes.iter().map(|&i| policy_positions(&episodes[i]).len() as f64).collect();
             // (The horizon is checked above for constant-horizon; the others ignore it.)
             let norm = Normalizer::from_lengths(opts.aggregation, Some(opts.horizon.unwrap_or(1.0)), &lengths, 0)?;
@@ -283,9 +283,10 @@ pub fn update_with_reference(
                     }
                     Tensor::from_data(TensorData::new(v, [rows.len(), w]), &device)
                 };
+                let old_log_prob = if on_policy { scores.logprobs.clone().detach() } else { build(&|i, t| old[i][t]) };
                 let input = LossInput {
                     log_prob: scores.logprobs,
-                    old_log_prob: build(&|i, t| old[i][t]),
+                    old_log_prob,
                     advantages: build(&|i, _| advantages[i] as f32),
                     mask: build(&|_, _| 1.0),
                     ref_log_prob: reference.as_ref().map(|r| build(&|i, t| r[i][t])),
