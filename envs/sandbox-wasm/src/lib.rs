@@ -29,6 +29,7 @@
 
 mod assets;
 mod capture;
+mod hostcalls;
 mod jobdir;
 mod sandbox;
 mod watch;

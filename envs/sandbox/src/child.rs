@@ -149,7 +149,7 @@ pub struct ChildPlan<'a> {
     pub stderr: c_int,
     pub report: c_int,
     /// (resource, limit) pairs, soft = hard; `RLIMIT_NPROC` comes last and separately.
-    pub rlimits: [(u32, u64); 5],
+    pub rlimits: [(i32, u64); 5],
     pub nproc: u64,
     pub seccomp: &'a [libc::sock_filter],
 }

@@ -69,6 +69,12 @@ struct Prepared {
 unsafe impl Send for Prepared {}
 unsafe impl Sync for Prepared {}
 
+/// The interpreter and the extra binds: what a [`Prepared`] is built from.
+type PreparedKey = (PathBuf, Vec<PathBuf>);
+
+/// A job's directories and files, relative to its directory, as C strings.
+type JobFiles<'a> = (Vec<CString>, Vec<(CString, &'a [u8])>);
+
 /// The `rlimit` sandbox (see the crate docs for what a job gets).
 pub struct RlimitSandbox {
     settings: RlimitSettings,
@@ -86,7 +92,7 @@ impl RlimitSandbox {
             Some(p) => p.clone(),
             None => find_python().map_err(SandboxError::Setup)?,
         };
-        static PREPARED: OnceLock<Mutex<HashMap<(PathBuf, Vec<PathBuf>), Arc<Prepared>>>> = OnceLock::new();
+        static PREPARED: OnceLock<Mutex<HashMap<PreparedKey, Arc<Prepared>>>> = OnceLock::new();
         let key = (python.clone(), settings.binds.clone());
         let mut cache = PREPARED.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
         let prepared = match cache.get(&key) {
@@ -262,11 +268,11 @@ impl Sandbox for RlimitSandbox {
             stderr: err_w.as_raw_fd(),
             report: report_w.as_raw_fd(),
             rlimits: [
-                (libc::RLIMIT_CPU as u32, limits.cpu_seconds.max(1)),
-                (libc::RLIMIT_AS as u32, limits.memory_bytes),
-                (libc::RLIMIT_FSIZE as u32, limits.file_size_bytes),
-                (libc::RLIMIT_CORE as u32, 0),
-                (libc::RLIMIT_NOFILE as u32, 64),
+                (libc::RLIMIT_CPU as i32, limits.cpu_seconds.max(1)),
+                (libc::RLIMIT_AS as i32, limits.memory_bytes),
+                (libc::RLIMIT_FSIZE as i32, limits.file_size_bytes),
+                (libc::RLIMIT_CORE as i32, 0),
+                (libc::RLIMIT_NOFILE as i32, 64),
             ],
             nproc: self.settings.max_processes,
             seccomp: &p.seccomp,
@@ -319,7 +325,7 @@ fn exhausted(errno: i32) -> bool {
 
 /// The job's files as the child creates them: directories (parents first), then files,
 /// relative to the job directory.
-fn job_files(files: &[JobFile]) -> Result<(Vec<CString>, Vec<(CString, &[u8])>), SandboxError> {
+fn job_files(files: &[JobFile]) -> Result<JobFiles<'_>, SandboxError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut out = Vec::new();
     for file in files {
