@@ -53,6 +53,10 @@ pub struct StepMetrics {
     /// this is host memory only: burn 0.21 exposes no device-memory statistic through
     /// `Dispatch`.
     pub peak_rss_mb: Option<f64>,
+    /// Jobs the sandbox could not start because the host ran short (disk, inodes, memory);
+    /// each cost its episode the reward (counter `sandbox_exhausted`).
+    #[serde(default)]
+    pub sandbox_exhausted: u64,
 }
 
 impl StepMetrics {
@@ -67,6 +71,9 @@ impl StepMetrics {
         }
         if let Some(mb) = self.peak_rss_mb {
             extra += &format!("  rss {mb:.0} MiB");
+        }
+        if self.sandbox_exhausted > 0 {
+            extra += &format!("  sandbox-exhausted {}", self.sandbox_exhausted);
         }
         let line = format!(
             "step {:>3}  reward {:.3}  pass {:.3}  zero-var {:.2} (skipped {:.2}, {} rounds)  loss {:+.4}  clip {:.3}/{:.3}  gap {:.1e}/{:.1e}  \
@@ -91,6 +98,11 @@ impl StepMetrics {
         );
         line + &extra
     }
+}
+
+/// Jobs of these episodes that the sandbox could not start for want of host resources.
+pub fn sandbox_exhausted(episodes: &[crate::Episode]) -> u64 {
+    episodes.iter().filter_map(|e| e.stats.counters.get(crate::SANDBOX_EXHAUSTED)).sum()
 }
 
 /// The process's peak resident set size in MiB (`getrusage(RUSAGE_SELF)`), where the OS
@@ -118,6 +130,19 @@ pub fn peak_rss_mb() -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn exhausted_sandbox_jobs_are_summed_over_the_step() {
+        let mut a = crate::Episode::default();
+        a.stats.bump(crate::SANDBOX_EXHAUSTED);
+        a.stats.bump(crate::SANDBOX_EXHAUSTED);
+        let mut b = crate::Episode::default();
+        b.stats.bump("edits");
+        assert_eq!(super::sandbox_exhausted(&[a, b, crate::Episode::default()]), 2);
+        let m = super::StepMetrics { sandbox_exhausted: 2, ..Default::default() };
+        assert!(m.line().ends_with("sandbox-exhausted 2"), "{}", m.line());
+        assert!(!super::StepMetrics::default().line().contains("sandbox-exhausted"));
+    }
+
     #[test]
     fn peak_rss_is_reported_and_plausible() {
         let mb = super::peak_rss_mb().expect("unix reports it");
