@@ -63,8 +63,12 @@ impl WasmSandbox {
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
         let python_wasm = settings.python_wasm.clone().unwrap_or_else(default_python_wasm);
         drop(JobDir::create(&Job::python("probe.py", Vec::new())).map_err(|e| {
+            let why = match e {
+                SandboxError::Setup(m) | SandboxError::Exhausted(m) => m,
+                other => other.to_string(),
+            };
             SandboxError::Setup(format!(
-                "sandbox `wasm` cannot make job directories in {} ({e}); point TMPDIR at a writable directory",
+                "cannot make job directories in {} ({why}); point TMPDIR at a writable directory",
                 std::env::temp_dir().display()
             ))
         })?);

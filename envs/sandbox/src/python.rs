@@ -63,7 +63,12 @@ pub fn interpreter_binds(python: &Path) -> Result<Vec<PathBuf>, String> {
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot run the interpreter {}: {e}; install python3 (scripts/setup/python3.sh) or point the sandbox at one",
+                python.display()
+            )
+        })?;
     if !out.status.success() {
         return Err(format!("{} failed to describe itself ({}); is it a working CPython 3?", python.display(), out.status));
     }

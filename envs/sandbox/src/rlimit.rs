@@ -287,7 +287,12 @@ impl Sandbox for RlimitSandbox {
         let child = match spawn(&plan, flags, report_r, vec![out_w, err_w, report_w]) {
             Ok(child) => child,
             Err(SpawnError::Clone(errno)) => {
-                let msg = format!("clone into new namespaces: {}", std::io::Error::from_raw_os_error(errno));
+                let why = match errno {
+                    libc::ENOSPC | libc::EUSERS => " (a namespace limit is reached, e.g. user.max_user_namespaces)",
+                    libc::EPERM | libc::EINVAL => " (the kernel or a security policy refuses new namespaces here)",
+                    _ => "",
+                };
+                let msg = format!("clone into new namespaces: {}{why}", std::io::Error::from_raw_os_error(errno));
                 return Err(if exhausted(errno) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) });
             }
             Err(SpawnError::Child(failure)) => {

@@ -7,6 +7,7 @@
 
 mod classes;
 mod limits;
+mod startup;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@ mod leftovers;
 mod network;
 mod output;
 mod reach;
+mod startup;
 pub mod support;
 mod unprivileged;
 
