@@ -1,5 +1,6 @@
 //! The workspace's one integration-test binary. Modules by area; helpers in `../lib.rs`.
 
+mod answer_key;
 mod bad_input;
 mod chat;
 mod cli;

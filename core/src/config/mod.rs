@@ -82,7 +82,7 @@ impl Default for EnvConfig {
 pub struct SandboxConfig {
     /// Registered sandbox name (`arl list`).
     pub name: String,
-    /// Wall-clock limit per job, seconds; the job's process group is killed after it.
+    /// Wall-clock limit per job, seconds; the job (its whole PID namespace) is killed after it.
     pub timeout_s: f64,
     /// CPU-time limit per job, seconds (`RLIMIT_CPU`; the wasm sandbox checks it every 10 ms).
     pub cpu_s: u64,
@@ -95,6 +95,9 @@ pub struct SandboxConfig {
     /// Sandbox `wasm` only: the WASI CPython (`python.wasm`); empty picks the one
     /// `scripts/setup/python-wasm.sh` caches under `$HOME/.cache/arl/assets/python-wasm/`.
     pub python_wasm: String,
+    /// Sandbox `rlimit` only: more host paths bound read-only at the same place in each
+    /// job's root, beside the interpreter's own (e.g. `["/bin/bash"]`).
+    pub binds: Vec<String>,
 }
 
 impl Default for SandboxConfig {
@@ -107,6 +110,7 @@ impl Default for SandboxConfig {
             file_size_kb: 1024,
             output_kb: 64,
             python_wasm: String::new(),
+            binds: Vec::new(),
         }
     }
 }
