@@ -5,6 +5,7 @@ mod cli;
 mod config;
 mod crosscheck;
 mod envs;
+mod gguf;
 mod losses;
 mod qwen3;
 mod registry;

@@ -29,6 +29,8 @@ pub enum ModelError {
     NotFound { source_name: String, looked_in: String, presets: String },
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error(transparent)]
+    Gguf(#[from] arl_gguf::GgufError),
     #[error("invalid request: {0}")]
     Request(String),
 }

@@ -135,6 +135,10 @@ pub struct ModelConfig {
     /// `scripts/setup/qwen3-tokenizer.sh` (`$ARL_QWEN3_TOKENIZER_DIR` or
     /// `~/.cache/arl/assets/qwen3-tokenizer`).
     pub tokenizer: Option<String>,
+    /// A Jinja chat template file used instead of the model's own. Unset: the model's, or,
+    /// when the env has tools and the model's template ignores them (SmolLM2), arl's
+    /// tool-capable ChatML template (`backends/chat/templates/chatml-tools.jinja`).
+    pub chat_template: Option<String>,
     /// The frozen reference policy of the KL term (`loss.kl_coef > 0`), as `source` is
     /// given. Unset: `source` itself (the initial policy, also when resuming).
     pub reference: Option<String>,
@@ -142,7 +146,7 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None, reference: None }
+        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None, chat_template: None, reference: None }
     }
 }
 

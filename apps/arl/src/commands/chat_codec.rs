@@ -1,4 +1,4 @@
-//! Which tokenizer and chat template a run uses (`model.tokenizer`).
+//! Which tokenizer and chat template a run uses (`model.tokenizer`, `model.chat_template`).
 
 use std::path::{Path, PathBuf};
 
@@ -14,12 +14,15 @@ pub fn qwen3_tokenizer_dir() -> PathBuf {
     }
 }
 
-/// The codec for `model`, with thinking off (the gyms grade the final source, not prose).
-pub fn load(model: &ModelConfig) -> anyhow::Result<HfChatCodec> {
+/// The codec for `model`, with thinking off (the gyms grade the final source, not prose),
+/// and a line for the console when arl chose the template. `env_has_tools`: a model whose own
+/// template ignores tools then gets arl's tool-capable ChatML template instead.
+pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatCodec, Option<String>)> {
     let dir = match &model.tokenizer {
         Some(dir) => PathBuf::from(dir),
         None => match arl_chat::resolve_model_dir(&model.source) {
             Ok(dir) if Path::new(&dir).join("tokenizer.json").exists() => dir,
+            Err(e) if arl_gguf::known::is_gguf_source(&model.source) => return Err(e.into()),
             _ => {
                 let dir = qwen3_tokenizer_dir();
                 if !dir.join("tokenizer.json").exists() {
@@ -34,6 +37,18 @@ pub fn load(model: &ModelConfig) -> anyhow::Result<HfChatCodec> {
             }
         },
     };
-    let codec = HfChatCodec::load(&dir).with_context(|| format!("loading tokenizer from {}", dir.display()))?;
-    Ok(codec.with_enable_thinking(Some(false)))
+    let mut codec = HfChatCodec::load(&dir).with_context(|| format!("loading tokenizer from {}", dir.display()))?;
+    let mut notice = None;
+    if let Some(file) = &model.chat_template {
+        let source = std::fs::read_to_string(file).with_context(|| format!("reading model.chat_template {file}"))?;
+        codec = codec.with_template(&source, file)?;
+    } else if env_has_tools && codec.ignores_tools()? {
+        codec = codec.with_chatml_tools()?;
+        notice = Some(format!(
+            "chat template: {}'s own template ignores tools, so arl's tool-capable ChatML template is used \
+             (Hermes layout; set model.chat_template=FILE to choose another)",
+            model.source
+        ));
+    }
+    Ok((codec.with_enable_thinking(Some(false)), notice))
 }

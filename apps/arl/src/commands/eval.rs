@@ -20,6 +20,9 @@ impl Eval {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config = self.args.resolve_with_context()?;
         let mut built = Built::new(&config)?;
+        for notice in &built.notices {
+            eprintln!("{notice}");
+        }
         let opts = rollout_options(&config, built.env.as_ref(), config.trainer.seed ^ 0xe7a1);
         let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
         let mut bar = super::progress::Progress::stderr();

@@ -49,7 +49,7 @@ impl Run {
             .open(&log_path)
             .with_context(|| format!("opening {}", log_path.display()))?;
 
-        let Built { env, codec, loss, advantage, mut policy } = Built::new(&config)?;
+        let Built { env, codec, loss, advantage, mut policy, notices } = Built::new(&config)?;
         let reference = if self.smoke { None } else { load_reference(&config)? };
         let policy_device = TrainablePolicy::device(&policy);
 
@@ -68,6 +68,9 @@ impl Run {
             if self.smoke { format!("smoke (no training, {} episodes)", self.smoke_n) } else { format!("steps={}", config.trainer.steps) },
             out_dir.display()
         ));
+        for notice in &notices {
+            log(notice);
+        }
         if self.smoke {
             return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n, &out_dir, &mut log);
         }
@@ -100,6 +103,8 @@ pub struct Built {
     pub loss: Box<dyn PolicyLoss>,
     pub advantage: Box<dyn AdvantageFn>,
     pub policy: QwenTrainer,
+    /// Lines for the console about choices arl made (the chat template).
+    pub notices: Vec<String>,
 }
 
 impl Built {
@@ -108,14 +113,14 @@ impl Built {
         let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
         let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
         let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
-        let codec = super::chat_codec::load(&config.model)?;
+        let (codec, notice) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
         let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
         let optim =
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
         let policy =
             QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
                 .with_context(|| format!("loading model `{}`", config.model.source))?;
-        Ok(Self { env, codec, loss, advantage, policy })
+        Ok(Self { env, codec, loss, advantage, policy, notices: notice.into_iter().collect() })
     }
 }
 
