@@ -47,8 +47,13 @@ fn tiny_gguf_files_give_hf_transformers_logits() {
         let st = SafeTensors::deserialize(&bytes).unwrap();
         for (i, seq) in doc["sequences"].as_array().unwrap().iter().enumerate() {
             let seq = ids(seq);
-            let want: Vec<f32> =
-                st.tensor(&format!("logits.{i}")).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            let want: Vec<f32> = st
+                .tensor(&format!("logits.{i}"))
+                .unwrap()
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
             let got = model.logits(std::slice::from_ref(&seq)).into_data().convert::<f32>().to_vec::<f32>().unwrap();
             assert_eq!(got.len(), want.len(), "{arch} seq {i}");
             let diff = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -166,7 +171,8 @@ fn arls_tools_template_renders_as_hf_transformers_does() {
 #[test]
 fn a_gguf_path_is_a_model_source() {
     let path = fixtures().join("tiny-qwen2.gguf");
-    let out = arl(&["generate", "--model", path.to_str().unwrap(), "--prompt", "20,21,22", "--max-new-tokens", "3", "--seed", "1"]).unwrap();
+    let out =
+        arl(&["generate", "--model", path.to_str().unwrap(), "--prompt", "20,21,22", "--max-new-tokens", "3", "--seed", "1"]).unwrap();
     assert!(out.contains("\"ids\""), "{out}");
     let rendered = scratch_dir("gguf-render").join("m.json");
     std::fs::write(&rendered, r#"[{"role": "user", "content": "hi"}]"#).unwrap();

@@ -11,11 +11,11 @@ use safetensors::tensor::{Dtype, TensorView};
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
 
+use crate::GgufError;
 use crate::file::GgufFile;
 use crate::hf_config::{Arch, hf_config};
 use crate::names::{hf_name, unpermute_rows};
 use crate::tokenizer::tokenizer_files;
-use crate::GgufError;
 
 /// A hash of this crate's source (build.rs): a directory converted by other code is stale.
 pub const CONVERTER: &str = env!("ARL_GGUF_CONVERTER");
@@ -81,7 +81,12 @@ pub fn convert(gguf: &Path, out: &Path) -> Result<Converted, GgufError> {
                 if hf_shape[0] != heads * shape.head_dim {
                     return Err(GgufError::Tensor {
                         path: gguf.to_path_buf(),
-                        message: format!("{} is {hf_shape:?}, expected {} rows ({heads} heads of {})", info.name, heads * shape.head_dim, shape.head_dim),
+                        message: format!(
+                            "{} is {hf_shape:?}, expected {} rows ({heads} heads of {})",
+                            info.name,
+                            heads * shape.head_dim,
+                            shape.head_dim
+                        ),
                     });
                 }
                 data = unpermute_rows(&data, heads, row_len);
@@ -143,4 +148,3 @@ pub fn convert(gguf: &Path, out: &Path) -> Result<Converted, GgufError> {
     result?;
     Ok(Converted { dir: out.to_path_buf(), arch: shape.arch.gguf_name(), n_tensors: tensors.len(), n_params, sha256 })
 }
-

@@ -178,10 +178,7 @@ impl GgufFile {
             let n_elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
             let n_bytes = n_elements.and_then(|n| ty.n_bytes(n));
             let Some(n_bytes) = n_bytes else {
-                return Err(r.corrupt(format!(
-                    "tensor {name}: {dims:?} elements do not fit {ty:?}'s blocks of {}",
-                    ty.block_elements()
-                )));
+                return Err(r.corrupt(format!("tensor {name}: {dims:?} elements do not fit {ty:?}'s blocks of {}", ty.block_elements())));
             };
             let start = data_start.checked_add(offset);
             match start.and_then(|s| s.checked_add(n_bytes)) {

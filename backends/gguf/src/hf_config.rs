@@ -114,10 +114,9 @@ pub fn hf_config(file: &GgufFile) -> Result<(Json, Json, Shape), GgufError> {
     if n_heads == 0 || n_kv_heads == 0 || n_heads % n_kv_heads != 0 || head_dim % 2 != 0 {
         return Err(meta_err(&key("attention.head_count"), &format!("{n_heads} heads / {n_kv_heads} KV heads of {head_dim} do not fit")));
     }
-    let embed = file.tensor("token_embd.weight").ok_or_else(|| GgufError::Tensor {
-        path: file.path.clone(),
-        message: "has no token_embd.weight tensor".into(),
-    })?;
+    let embed = file
+        .tensor("token_embd.weight")
+        .ok_or_else(|| GgufError::Tensor { path: file.path.clone(), message: "has no token_embd.weight tensor".into() })?;
     let shape = embed.hf_shape();
     if shape.len() != 2 || shape[1] != hidden {
         return Err(GgufError::Tensor {

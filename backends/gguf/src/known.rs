@@ -122,7 +122,12 @@ fn convert_once(gguf: &Path, dir: &Path) -> Result<PathBuf, GgufError> {
     let started = std::time::Instant::now();
     match convert(gguf, dir) {
         Ok(done) => {
-            eprintln!("arl: converted {} tensors ({:.1}M parameters) in {:.1}s", done.n_tensors, done.n_params as f64 / 1e6, started.elapsed().as_secs_f64());
+            eprintln!(
+                "arl: converted {} tensors ({:.1}M parameters) in {:.1}s",
+                done.n_tensors,
+                done.n_params as f64 / 1e6,
+                started.elapsed().as_secs_f64()
+            );
             Ok(dir.to_path_buf())
         }
         // Another process finished the same conversion first.

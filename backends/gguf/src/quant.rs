@@ -183,11 +183,8 @@ fn q8_0(b: &[u8], y: &mut [f32]) {
 
 /// Scale and min of sub-block `j` from the 12 packed bytes of Q4_K/Q5_K (`get_scale_min_k4`).
 fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
-    let (d, m) = if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        ((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
-    };
+    let (d, m) =
+        if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
     (d as f32, m as f32)
 }
 
@@ -370,8 +367,13 @@ mod tests {
         assert_eq!(st.names().len(), 2 * names.len(), "a type in the fixture is not checked here");
         for (name, ty) in names {
             let raw = st.tensor(&format!("{name}.raw")).unwrap();
-            let expected: Vec<f32> =
-                st.tensor(&format!("{name}.f32")).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            let expected: Vec<f32> = st
+                .tensor(&format!("{name}.f32"))
+                .unwrap()
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect();
             let got = ty.dequantize(raw.data(), expected.len());
             assert_eq!(got.len(), expected.len(), "{name}");
             let worst = got.iter().zip(&expected).map(|(a, b)| (a - b).abs() / b.abs().max(1e-3)).fold(0f32, f32::max);

@@ -22,15 +22,14 @@ const USER_DEFINED: u64 = 4;
 const LLAMA3_SPLIT: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2's `PRETOKENIZE_REGEX` (transformers' `tokenization_qwen2.py`), also Qwen3's.
-const QWEN2_SPLIT: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The split regex transformers uses for a `tokenizer.ggml.pre` name (`GGUF_PRE_TOKENIZER_SPLITS`);
 /// `None`: GPT-2's byte-level regex.
 fn pre_split(pre: &str) -> Option<&'static str> {
     match pre {
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" | "jina-v5-nano"
-        | "dbrx" | "smaug-bpe" => Some(LLAMA3_SPLIT),
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2" | "jina-v5-nano" | "dbrx"
+        | "smaug-bpe" => Some(LLAMA3_SPLIT),
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" => Some(QWEN2_SPLIT),
         _ => None,
     }
@@ -88,9 +87,7 @@ pub fn tokenizer_files(file: &GgufFile) -> Result<TokenizerFiles, GgufError> {
     };
     let alphabet = byte_alphabet();
     let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
-    let spelled = |t: &str| -> String {
-        if in_alphabet(t) { t.to_string() } else { t.bytes().map(|b| alphabet[b as usize]).collect() }
-    };
+    let spelled = |t: &str| -> String { if in_alphabet(t) { t.to_string() } else { t.bytes().map(|b| alphabet[b as usize]).collect() } };
 
     let mut vocab = Map::new();
     let mut raw_to_id: HashMap<&str, usize> = HashMap::new();
@@ -119,9 +116,7 @@ pub fn tokenizer_files(file: &GgufFile) -> Result<TokenizerFiles, GgufError> {
         }
     }
 
-    let byte_level = |add_prefix_space: bool, use_regex: bool| {
-        json!({"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": true, "use_regex": use_regex})
-    };
+    let byte_level = |add_prefix_space: bool, use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": true, "use_regex": use_regex});
     let pre = file.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("default");
     let pre_tokenizer = match pre_split(pre) {
         None => byte_level(false, true),
@@ -191,9 +186,8 @@ fn added_token(id: usize, content: &str, special: bool) -> Json {
 
 /// BOS/EOS added around every encoding when the file asks for them (Llama 3's BOS).
 fn post_processor(file: &GgufFile, bos: Option<&str>, eos: Option<&str>) -> Json {
-    let id_of = |t: &str| -> u64 {
-        strings(file, "tokenizer.ggml.tokens").ok().and_then(|ts| ts.iter().position(|x| *x == t)).unwrap_or(0) as u64
-    };
+    let id_of =
+        |t: &str| -> u64 { strings(file, "tokenizer.ggml.tokens").ok().and_then(|ts| ts.iter().position(|x| *x == t)).unwrap_or(0) as u64 };
     let mut single = Vec::new();
     let mut pair = Vec::new();
     let mut special = Map::new();

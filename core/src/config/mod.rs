@@ -123,8 +123,10 @@ pub enum DType {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
-    /// A model directory, a repo id in the local Hugging Face cache (`Qwen/Qwen3-0.6B`), or a
-    /// built-in preset name. Nothing is ever downloaded.
+    /// A model directory, a repo id in the local Hugging Face cache (`Qwen/Qwen3-0.6B`), a
+    /// GGUF file, or a preset: `smollm2-135m` (the real SmolLM2-135M-Instruct, fetched by
+    /// `scripts/setup/smollm2.sh`) or a random-weight shape (`tiny`, `small`, …). Nothing is
+    /// ever downloaded.
     pub source: String,
     pub backend: BackendKind,
     /// GPU ordinal for `cuda` and `tch-cuda`.
@@ -146,7 +148,15 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None, chat_template: None, reference: None }
+        Self {
+            source: "smollm2-135m".into(),
+            backend: BackendKind::Cpu,
+            device_index: 0,
+            dtype: DType::F32,
+            tokenizer: None,
+            chat_template: None,
+            reference: None,
+        }
     }
 }
 
