@@ -4,12 +4,24 @@ use std::io::Write;
 
 /// Run `arl ARGS…` in-process; Ok(stdout) or Err(the one-line error a user would see).
 pub fn arl(args: &[&str]) -> Result<String, String> {
+    arl_status(args).1
+}
+
+/// Run `arl ARGS…` in-process: the exit status `arl` would end with, and Ok(stdout) or
+/// Err(the error line it would print; clap's usage errors are printed as clap renders them).
+pub fn arl_status(args: &[&str]) -> (u8, Result<String, String>) {
     arl_plugins::link();
     let mut out = Vec::new();
     let result = arl_cli::run(std::iter::once("arl").chain(args.iter().copied()), &mut out as &mut dyn Write);
     match result {
-        Ok(()) => Ok(String::from_utf8(out).expect("utf-8 output")),
-        Err(e) => Err(format!("{e:#}")),
+        Ok(()) => (0, Ok(String::from_utf8(out).expect("utf-8 output"))),
+        Err(e) => {
+            let shown = match e.downcast_ref::<clap::Error>() {
+                Some(c) => c.to_string(),
+                None => arl_cli::message(&e),
+            };
+            (arl_cli::exit_code(&e), Err(shown))
+        }
     }
 }
 

@@ -1,10 +1,42 @@
-// With the `tch` feature, give the binaries (and test binaries) an rpath to libtorch's
-// library directory, so they run without LD_LIBRARY_PATH. The directory is the one torch-sys
-// builds against: `$LIBTORCH/lib`, or `torch/lib` of the `python3` on PATH
-// (LIBTORCH_USE_PYTORCH=1; scripts/with-libtorch.sh sets that up). Shared with tests/build.rs.
+// 1. Embed the commit this binary is built from (`ARL_GIT_COMMIT`, recorded in results.json),
+//    read from the source tree's own git checkout — not from wherever the binary later runs —
+//    and rebuilt when HEAD moves.
+// 2. With the `tch` feature, give the binaries (and test binaries) an rpath to libtorch's
+//    library directory, so they run without LD_LIBRARY_PATH. The directory is the one
+//    torch-sys builds against: `$LIBTORCH/lib`, or `torch/lib` of the `python3` on PATH
+//    (LIBTORCH_USE_PYTORCH=1; scripts/with-libtorch.sh sets that up). Shared with tests/build.rs.
+
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").ok()?;
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn embed_commit() {
+    let Some(commit) = git(&["rev-parse", "HEAD"]) else { return };
+    println!("cargo:rustc-env=ARL_GIT_COMMIT={commit}");
+    println!(
+        "cargo:rustc-env=ARL_VERSION_LINE={} ({})",
+        std::env::var("CARGO_PKG_VERSION").unwrap_or_default(),
+        &commit[..12.min(commit.len())]
+    );
+    // HEAD itself (a checkout), the branch it points at (a commit) and packed refs.
+    let mut watch = vec![git(&["rev-parse", "--path-format=absolute", "--git-path", "HEAD"])];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watch.push(git(&["rev-parse", "--path-format=absolute", "--git-path", &branch]));
+    }
+    watch.push(git(&["rev-parse", "--path-format=absolute", "--git-path", "packed-refs"]));
+    // (A path that does not exist would make cargo rerun this script on every build.)
+    for path in watch.into_iter().flatten().filter(|p| std::path::Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
+    }
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    embed_commit();
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
     println!("cargo:rerun-if-env-changed=LIBTORCH_LIB");

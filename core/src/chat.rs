@@ -71,6 +71,14 @@ pub trait ChatCodec: Send + Sync {
     /// the ids a [`Conversation`] grows must equal the template's own rendering. Returns a
     /// one-line summary; on failure, the first differing tokens.
     fn self_check(&self) -> Result<String, ChatError>;
+
+    /// Write the files this codec was loaded from (tokenizer, chat template, special tokens)
+    /// into `dir`, so that a checkpoint written there loads with its own tokenizer. A codec
+    /// that was not loaded from files (a test's) has nothing to write.
+    fn save_files(&self, dir: &std::path::Path) -> Result<(), ChatError> {
+        let _ = dir;
+        Ok(())
+    }
 }
 
 /// One episode's token stream, grown token-in/token-out.

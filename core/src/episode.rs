@@ -19,8 +19,42 @@ pub struct EpisodeStats {
     /// The episode ended on a budget (turns, tokens, a last turn cut at `max_new_tokens`),
     /// not with a final answer.
     pub truncated: bool,
+    /// How the episode ended (set by the rollout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<EpisodeFinish>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,
+}
+
+/// Why an episode ended. The reasons other than `done` mark it truncated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeFinish {
+    /// The env ended it: a final answer (or a submitted fix).
+    Done,
+    /// The last turn was cut at `sampling.max_new_tokens` or at the response budget.
+    Length,
+    /// `env.max_turns` turns and the env still wanted more.
+    MaxTurns,
+    /// Another full turn would not fit in `sampling.max_episode_tokens`.
+    EpisodeBudget,
+    /// `sampling.max_response_tokens` was spent before another turn.
+    ResponseBudget,
+    /// The first prompt was longer than `sampling.max_prompt_tokens`.
+    PromptBudget,
+}
+
+impl EpisodeFinish {
+    pub fn name(self) -> &'static str {
+        match self {
+            EpisodeFinish::Done => "done",
+            EpisodeFinish::Length => "length",
+            EpisodeFinish::MaxTurns => "max_turns",
+            EpisodeFinish::EpisodeBudget => "episode_budget",
+            EpisodeFinish::ResponseBudget => "response_budget",
+            EpisodeFinish::PromptBudget => "prompt_budget",
+        }
+    }
 }
 
 impl EpisodeStats {

@@ -59,6 +59,15 @@ pub fn snapshot(repo_id: &str) -> Result<PathBuf, HubError> {
     snapshot_in(repo_id, &cache_dir())
 }
 
+/// The snapshot revision (the commit hash in `snapshots/<rev>/`) when `dir` is a snapshot
+/// directory of the hub cache layout, else `None`.
+pub fn snapshot_revision(dir: &Path) -> Option<String> {
+    let dir = dir.canonicalize().ok()?;
+    let parent = dir.parent()?;
+    let in_repo = parent.file_name()? == "snapshots" && parent.parent()?.file_name()?.to_string_lossy().starts_with("models--");
+    in_repo.then(|| dir.file_name().map(|n| n.to_string_lossy().into_owned())).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +90,8 @@ mod tests {
         std::fs::create_dir_all(cache.join("models--Qwen--Qwen3-0.6B/refs")).unwrap();
         std::fs::write(cache.join("models--Qwen--Qwen3-0.6B/refs/main"), "abc123\n").unwrap();
         assert_eq!(snapshot_in("Qwen/Qwen3-0.6B", &cache).unwrap(), snap);
+        assert_eq!(snapshot_revision(&snap).as_deref(), Some("abc123"));
+        assert_eq!(snapshot_revision(&cache), None);
         assert_eq!(
             snapshot_in("Qwen/Qwen3-1.7B", &cache).unwrap_err(),
             HubError::NotCached { refs: cache.join("models--Qwen--Qwen3-1.7B/refs/main") }

@@ -89,6 +89,9 @@ pub struct OptimStep {
     pub clipped: bool,
     /// Micro-batches whose gradients went into the step.
     pub micro_batches: u32,
+    /// The gradient was NaN or infinite, so no step was taken (weights unchanged).
+    #[serde(default)]
+    pub non_finite: bool,
 }
 
 /// A policy that can be trained: the update scores with gradients, backpropagates each
@@ -108,8 +111,13 @@ pub trait TrainablePolicy: Policy {
     fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError>;
 
     /// Clip the accumulated gradients globally (torch `clip_grad_norm_`) and take one
-    /// optimizer step at `lr`; gradients are cleared.
+    /// optimizer step at `lr`; gradients are cleared. A non-finite gradient norm takes no
+    /// step and says so (`OptimStep::non_finite`).
     fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError>;
+
+    /// Drop the accumulated gradients without a step (the update found a non-finite loss
+    /// in a minibatch).
+    fn discard_gradients(&mut self);
 
     /// Write the weights as a checkpoint directory (HF layout).
     fn save(&self, dir: &std::path::Path) -> Result<(), PolicyError>;

@@ -113,13 +113,13 @@ fn loss_eval_reproduces_the_reference() {
     assert!((out["loss"].as_f64().unwrap() - want["expected_loss"].as_f64().unwrap()).abs() < 1e-9, "{out}");
     assert_eq!(out["grad_log_prob"].as_array().unwrap().len(), 4);
     assert!(out["metrics"]["clip_frac_high"].as_f64().unwrap() > 0.0, "{out}");
-    // --agg and --set (with or without the `loss.` prefix) use the run config's keys.
+    // --aggregation and --set (with or without the `loss.` prefix) use the run config's keys.
     let args = [
         "loss",
         "eval",
         "--loss",
         "grpo",
-        "--agg",
+        "--aggregation",
         "token-mean",
         "--set",
         "clip_high=0.28",
@@ -140,8 +140,8 @@ fn loss_eval_refusals_are_one_line() {
     let path = temp_json("refuse", &fixture()["batch"]);
     let err = arl(&["loss", "eval", "--loss", "is", "--set", "clip_high=0.3", "--input", &path]).unwrap_err();
     assert!(err.starts_with("loss `is`: setting `loss.clip_high` does not apply"), "{err}");
-    let err = arl(&["loss", "eval", "--loss", "grpo", "--agg", "mean", "--input", &path]).unwrap_err();
-    assert!(err.starts_with("unknown aggregation `mean`; valid: token-mean"), "{err}");
+    let err = arl(&["loss", "eval", "--loss", "grpo", "--aggregation", "mean", "--input", &path]).unwrap_err();
+    assert!(err.starts_with("--aggregation mean: unknown aggregation `mean`; valid: token-mean"), "{err}");
     let err = arl(&["loss", "eval", "--loss", "grpp", "--input", &path]).unwrap_err();
     assert!(err.starts_with("unknown loss `grpp`; valid losses:"), "{err}");
 }
@@ -155,7 +155,7 @@ fn advantages_reproduce_the_reference() {
             input["token_counts"] = counts.clone();
         }
         let path = temp_json(&format!("adv-{}", case["case"].as_str().unwrap()), &input);
-        let mut args = vec!["advantages".to_string(), "--estimator".into(), case["estimator"].as_str().unwrap().into()];
+        let mut args = vec!["advantages".to_string(), "--advantage".into(), case["estimator"].as_str().unwrap().into()];
         for (k, v) in case["config"].as_object().unwrap() {
             args.push("--set".into());
             args.push(format!("{k}={v}"));

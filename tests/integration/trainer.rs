@@ -170,7 +170,8 @@ fn conversations_from_rollouts_keep_the_sampler_ids() {
 #[test]
 fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     let dir = std::env::temp_dir().join(format!("arl-run-test-{}", std::process::id()));
-    let out = arl_tests::arl(&[
+    let _ = std::fs::remove_dir_all(&dir);
+    let args = [
         "run",
         "--env",
         "sum",
@@ -190,18 +191,71 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
         "env.options.heldout_tasks=2",
         "--out",
         dir.to_str().unwrap(),
-    ])
-    .unwrap();
-    assert!(out.contains("chat self-check:"), "{out}");
-    assert!(out.contains("step   1"), "{out}");
+    ];
+    let out = arl_tests::arl(&args).unwrap();
+    assert!(out.contains("\nchat self-check passed: "), "{out}");
+    assert_eq!(out.matches("is a preset with random weights: it cannot learn").count(), 1, "said once: {out}");
+    let step_line = out.lines().find(|l| l.starts_with("step 1/1  reward ")).unwrap_or_else(|| panic!("{out}"));
+    for label in ["  loss ", "  grad_norm ", "  lr 1.00e-5", "  entropy ", "  response_len 4.0", "  elapsed ", "  eta "] {
+        assert!(step_line.contains(label), "{label:?} in {step_line}");
+    }
+    // A random model's four-token replies never sum correctly: every group's rewards are equal.
+    assert!(out.contains("no gradient this step: all 2 groups had equal rewards"), "{out}");
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["steps"].as_array().unwrap().len(), 1);
     assert_eq!(results["before"]["summary"]["tasks"], 2);
     assert!(results["difference"]["ci"]["lo"].is_number());
     let step = &results["steps"][0];
     assert!(step["entropy"].as_f64().unwrap() > 0.0 && step["peak_rss_mb"].as_f64().unwrap() > 0.0, "{step}");
-    assert!(dir.join("checkpoints/final/config.json").exists());
-    assert!(dir.join("metrics.jsonl").exists() && dir.join("run.log").exists());
+    // No token reached the loss (all advantages 0): the ratio is unknown, not 1 or 0.
+    assert!(step["ratio_mean"].is_null(), "{step}");
+    assert_eq!(step["finish"]["length"], 4, "{step}");
+    assert_eq!(step["response_tokens_max"], 4, "{step}");
+    let meta = &results["meta"];
+    assert_eq!(meta["tokenizer"].as_str().map(std::path::PathBuf::from), Some(arl_tests::qwen3_tokenizer_dir().canonicalize().unwrap()));
+    assert!(meta["model_dir"].is_null() && meta["model_snapshot"].is_null(), "a preset has no directory: {meta}");
+    assert_eq!(meta["git_commit"].as_str().map(str::len), Some(40), "the build's commit: {meta}");
+    let episodes = results["before"]["episodes"].as_array().unwrap();
+    assert_eq!(episodes.len(), 2);
+    assert_eq!((episodes[0]["response_tokens"].as_u64(), episodes[0]["finish"].as_str()), (Some(4), Some("length")));
+    assert_eq!(results["after"]["tool_stats"]["turns"], 2, "{}", results["after"]);
+    // The checkpoint carries the tokenizer and template it was trained with.
+    let final_dir = dir.join("checkpoints/final");
+    for f in ["config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"] {
+        assert!(final_dir.join(f).is_file(), "{f} in the checkpoint");
+    }
+    let model = arl_core::config::ModelConfig { source: final_dir.display().to_string(), ..Default::default() };
+    assert_eq!(arl_cli::commands::tokenizer_dir(&model).unwrap(), final_dir, "a checkpoint loads its own tokenizer");
+    assert!(dir.join("metrics.jsonl").exists() && dir.join("run.log").exists() && dir.join("run.json").exists());
+    // The folder is this run's now: a second run is refused and changes nothing ...
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    let err = arl_tests::arl(&args).unwrap_err();
+    assert!(err.contains("pass --resume to continue it, --overwrite to replace it"), "{err}");
+    assert_eq!(std::fs::read_to_string(dir.join("run.log")).unwrap(), log);
+    // ... unless asked to overwrite it; then the old checkpoints go.
+    std::fs::create_dir_all(dir.join("checkpoints/step-00099")).unwrap();
+    let mut again = args.to_vec();
+    again.push("--overwrite");
+    let out = arl_tests::arl(&again).unwrap();
+    assert!(out.contains("overwrote the previous run's run.json, config.toml, run.log, metrics.jsonl, results.json, checkpoints"), "{out}");
+    assert!(!dir.join("checkpoints/step-00099").exists());
+    // And the checkpoint evaluates with `arl eval`, its tokenizer and all.
+    let eval = arl_tests::arl(&[
+        "eval",
+        "--env",
+        "sum",
+        "--model",
+        final_dir.to_str().unwrap(),
+        "--eval-n",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--set",
+        "env.options.heldout_tasks=2",
+    ])
+    .unwrap();
+    let e: serde_json::Value = serde_json::from_str(&eval).unwrap();
+    assert_eq!(e["summary"]["tasks"], 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -444,4 +498,86 @@ fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
     let raw = b.sampled.iter().map(|e| e.reward).sum::<f64>() / b.sampled.len() as f64;
     assert!(b.stats.extra_reward_mean < -1e-4, "{:?}", b.stats);
     assert!((b.stats.shaped_reward_mean - (raw + b.stats.extra_reward_mean)).abs() < 1e-12);
+}
+
+/// GRPO's loss for its first `finite` calls, then the same loss times NaN.
+struct TurnsNan {
+    inner: Box<dyn arl_core::PolicyLoss>,
+    calls: std::sync::atomic::AtomicUsize,
+    finite: usize,
+}
+
+impl arl_core::PolicyLoss for TurnsNan {
+    fn token_loss(&self, input: &arl_core::LossInput) -> Result<arl_core::TokenLoss, arl_core::LossError> {
+        let mut out = self.inner.token_loss(input)?;
+        if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= self.finite {
+            out.loss = out.loss.mul_scalar(f32::NAN);
+        }
+        Ok(out)
+    }
+    fn default_aggregation(&self) -> Aggregation {
+        self.inner.default_aggregation()
+    }
+}
+
+#[test]
+fn non_finite_steps_are_skipped_counted_and_stop_the_run_with_the_last_good_checkpoint() {
+    use arl_core::train::trainer::{MAX_NON_FINITE_STEPS, Parts, RunMeta, train};
+    let (inner, adv) = grpo();
+    // One minibatch, one micro-batch: one loss call per step. Step 1 is finite, then NaN.
+    let loss = TurnsNan { inner, calls: Default::default(), finite: 1 };
+    let mut config = arl_core::RunConfig::default();
+    config.trainer.steps = 8;
+    config.trainer.prompts = 2;
+    config.trainer.group_size = 4;
+    config.trainer.minibatches = 1;
+    config.trainer.lr = 1e-2;
+    config.trainer.micro = None;
+    config.trainer.checkpoint_every = 1;
+    config.trainer.max_sampling_attempts = 1;
+    config.trainer.skip_zero_variance = false;
+    config.output.checkpoints = true;
+    config.eval.n = 0;
+    config.sampling.max_new_tokens = Some(8);
+    config.env.max_turns = 1;
+    let dir = arl_tests::scratch_dir("non-finite");
+    let mut policy = trainer();
+    let mut lines = Vec::new();
+    let parts = Parts { env: &Letters, codec: &Bytes, policy: &mut policy, loss: &loss, advantage: adv.as_ref(), reference: None };
+    let err = train(parts, &config, RunMeta::default(), &dir, &mut |l| lines.push(l.to_string()), &mut |_, _, _| {}).unwrap_err();
+    let last = 1 + MAX_NON_FINITE_STEPS;
+    let good = dir.join("checkpoints/step-00001");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "stopped at step {last}: {MAX_NON_FINITE_STEPS} steps in a row had a NaN or infinite loss or gradient; the last good \
+             checkpoint is {}; lower trainer.lr or check the loss settings",
+            good.display()
+        )
+    );
+    let said: Vec<&String> = lines.iter().filter(|l| l.contains("non-finite loss or gradient; skipped 1 of 1 optimizer steps")).collect();
+    assert_eq!(said.len(), MAX_NON_FINITE_STEPS as usize, "{lines:#?}");
+    // Counted in the metrics, with no NaN written anywhere.
+    let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let steps: Vec<serde_json::Value> = metrics.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(steps.len(), last as usize);
+    assert_eq!(steps[0]["non_finite_updates"], 0);
+    assert!(steps[0]["grad_norm"].as_f64().unwrap() > 0.0, "step 1 trained");
+    for s in &steps[1..] {
+        assert_eq!(s["non_finite_updates"], 1, "{s}");
+        assert!(s["loss"].as_f64().is_some_and(f64::is_finite) && s["ratio_mean"].is_null(), "{s}");
+    }
+    // The skipped steps changed no weight: the policy is the step-1 checkpoint, all finite;
+    // no checkpoint was written for them.
+    let saved = arl_qwen3::load(good.to_str().unwrap(), &arl_qwen3::cpu()).unwrap().hf_tensors();
+    let now = policy.model().hf_tensors();
+    assert_eq!(saved.len(), now.len());
+    for ((name, _, a), (_, _, b)) in saved.iter().zip(&now) {
+        assert!(a.iter().all(|x| x.is_finite()), "{name} is finite");
+        assert_eq!(a, b, "{name} unchanged since step 1");
+    }
+    let written: Vec<String> =
+        std::fs::read_dir(dir.join("checkpoints")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(written, ["step-00001"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

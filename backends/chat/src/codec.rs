@@ -8,7 +8,7 @@
 //! the observations is the template's turn end (`<|im_end|>\n`), and what follows it with
 //! them must start with that same turn end (else the template is not append-only here).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
@@ -30,8 +30,17 @@ const SENTINEL: &str = "ARL7SUFFIX7SENTINEL";
 struct Inner {
     tokenizer: Tokenizer,
     template: ChatTemplate,
+    /// The template source in use (written out by [`ChatCodec::save_files`]).
+    template_source: String,
     stop_ids: Vec<u32>,
+    /// The directory the tokenizer files came from.
+    dir: PathBuf,
 }
+
+/// Files of a model directory that belong to the token layer, copied into checkpoints when
+/// present (`tokenizer.json` always is). The template in use is written as
+/// `chat_template.jinja`, which wins over `tokenizer_config.json`'s when loading.
+const TOKENIZER_FILES: &[&str] = &["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"];
 
 /// A model's tokenizer and chat template. Cheap to clone (shared); `enable_thinking` is
 /// per handle.
@@ -47,13 +56,37 @@ impl HfChatCodec {
         let files = ChatFiles::load(dir)?;
         let (source, origin) = &files.template;
         let template = ChatTemplate::new(source, &origin.display().to_string(), files.special_tokens)?;
-        Ok(Self { inner: Arc::new(Inner { tokenizer: files.tokenizer, template, stop_ids: files.stop_ids }), enable_thinking: None })
+        let inner = Inner {
+            tokenizer: files.tokenizer,
+            template,
+            template_source: source.clone(),
+            stop_ids: files.stop_ids,
+            dir: dir.to_path_buf(),
+        };
+        Ok(Self { inner: Arc::new(inner), enable_thinking: None })
+    }
+
+    /// The directory the tokenizer and template were loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The largest token id the tokenizer can produce (added tokens included): a model's
+    /// vocabulary must be larger.
+    pub fn max_token_id(&self) -> u32 {
+        self.inner.tokenizer.get_vocab(true).values().copied().max().unwrap_or(0)
     }
 
     /// The same codec from a template source given directly (tests, or a template override).
     pub fn with_template(&self, source: &str, origin: &str) -> Result<Self, ChatError> {
         let template = ChatTemplate::new(source, origin, self.inner.template.special_tokens().clone())?;
-        let inner = Inner { tokenizer: self.inner.tokenizer.clone(), template, stop_ids: self.inner.stop_ids.clone() };
+        let inner = Inner {
+            tokenizer: self.inner.tokenizer.clone(),
+            template,
+            template_source: source.to_string(),
+            stop_ids: self.inner.stop_ids.clone(),
+            dir: self.inner.dir.clone(),
+        };
         Ok(Self { inner: Arc::new(inner), enable_thinking: self.enable_thinking })
     }
 
@@ -180,5 +213,22 @@ impl ChatCodec for HfChatCodec {
 
     fn self_check(&self) -> Result<String, ChatError> {
         crate::self_check::self_check(self)
+    }
+
+    fn save_files(&self, dir: &Path) -> Result<(), ChatError> {
+        let fail = |path: &Path, e: std::io::Error| ChatError::Load {
+            what: "tokenizer file",
+            path: path.display().to_string(),
+            message: format!("cannot be written: {e}"),
+        };
+        for name in TOKENIZER_FILES {
+            let from = self.inner.dir.join(name);
+            if from.is_file() {
+                let to = dir.join(name);
+                std::fs::copy(&from, &to).map_err(|e| fail(&to, e))?;
+            }
+        }
+        let jinja = dir.join("chat_template.jinja");
+        std::fs::write(&jinja, &self.inner.template_source).map_err(|e| fail(&jinja, e))
     }
 }

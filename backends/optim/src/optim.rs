@@ -35,6 +35,10 @@ pub struct StepStats {
     pub clipped: bool,
     /// Micro-batches whose gradients went into the step.
     pub micro_batches: u32,
+    /// The gradient norm was NaN or infinite: the step was not taken (weights and AdamW
+    /// moments unchanged) and the gradients were dropped.
+    #[serde(default)]
+    pub non_finite: bool,
 }
 
 pub struct Optim<M: AutodiffModule<Dispatch>> {
@@ -68,7 +72,8 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
     }
 
     /// Clip the accumulated gradients globally and take one AdamW step at `lr`.
-    /// With nothing accumulated the module is returned unchanged.
+    /// With nothing accumulated the module is returned unchanged; so it is when the
+    /// gradient norm is not finite (`non_finite`), since one NaN would reach every weight.
     pub fn step(&mut self, module: M, lr: f64) -> (M, StepStats) {
         let micro_batches = std::mem::take(&mut self.micro_batches);
         if micro_batches == 0 {
@@ -76,9 +81,12 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         }
         let mut grads = self.accumulated.grads();
         let grad_norm = clip_global_norm::<Dispatch, M>(&module, &mut grads, self.config.grad_clip);
+        if !grad_norm.is_finite() {
+            return (module, StepStats { grad_norm, clipped: false, micro_batches, non_finite: true });
+        }
         let clipped = self.config.grad_clip > 0.0 && grad_norm + 1e-6 > self.config.grad_clip;
         let module = self.adamw.step(lr, module, grads);
-        (module, StepStats { grad_norm, clipped, micro_batches })
+        (module, StepStats { grad_norm, clipped, micro_batches, non_finite: false })
     }
 
     /// Drop accumulated gradients without stepping.
@@ -170,6 +178,25 @@ mod tests {
         for (got, want) in values(m.a.val()).iter().zip(&expected) {
             assert!((*got as f64 - want).abs() < 1e-5, "{got} vs {want}");
         }
+    }
+
+    #[test]
+    fn a_non_finite_gradient_is_not_applied() {
+        // loss = Σ sqrt(a − a₀): value 0 at the start, gradient +∞ (d sqrt(x)/dx at 0).
+        let m = model();
+        let before = values(m.a.val());
+        let mut optim = Optim::<Two<Dispatch>>::new(OptimConfig::default());
+        let shift = Tensor::<Dispatch, 2>::from_data(TensorData::new(before.clone(), [2, 2]), &device());
+        optim.backward(&m, (m.a.val() - shift).sqrt().sum());
+        let (m, stats) = optim.step(m, 0.1);
+        assert!(stats.non_finite && !stats.grad_norm.is_finite(), "{stats:?}");
+        assert_eq!(values(m.a.val()), before, "weights unchanged");
+        // The next finite step is a first AdamW step: the bad gradient left no moment behind.
+        optim.backward(&m, linear_loss(&m, 1.0));
+        let (m, stats) = optim.step(m, 0.1);
+        assert!(!stats.non_finite);
+        let moved = values(m.a.val());
+        assert!((moved[0] as f64 - (1.0 - 0.1)).abs() < 1e-5, "{moved:?}");
     }
 
     #[test]

@@ -27,6 +27,12 @@ pub enum ModelError {
          or pass a model directory"
     )]
     NotFound { source_name: String, looked_in: String, presets: String },
+    /// A source written as a path (`./x`, `/x`, `~/x`, `a/b/c`) that is no directory.
+    #[error("model directory {path} does not exist (a path; presets are {presets})")]
+    NoSuchDir { path: String, presets: String },
+    /// Neither a directory, a preset nor something shaped like a repo id.
+    #[error("`{source_name}` is not a model directory, a preset ({presets}) or a repo id of the form org/name")]
+    Unknown { source_name: String, presets: String },
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
     #[error(transparent)]

@@ -29,10 +29,13 @@ pub fn resolve_in(source: &str, cache: &Path) -> Result<Source, ModelError> {
     if let Some(dir) = arl_gguf::known::resolve(source)? {
         return Ok(Source::Dir(dir));
     }
-    let presets = presets::names().into_iter().chain(arl_gguf::known::KNOWN.iter().map(|k| k.name)).collect::<Vec<_>>().join(", ");
-    let not_found = |looked_in: String| ModelError::NotFound { source_name: source.to_string(), looked_in, presets: presets.clone() };
+    let presets = || presets::names().into_iter().chain(arl_gguf::known::KNOWN.iter().map(|k| k.name)).collect::<Vec<_>>().join(", ");
+    let not_found = |looked_in: String| ModelError::NotFound { source_name: source.to_string(), looked_in, presets: presets() };
     let snapshot = hub::snapshot_in(source, cache).map_err(|e| match e {
-        HubError::NotRepoId(_) => not_found(format!("{} (not a directory either)", cache.display())),
+        HubError::NotRepoId(_) if source.contains('/') || source.starts_with(['.', '~']) => {
+            ModelError::NoSuchDir { path: source.to_string(), presets: presets() }
+        }
+        HubError::NotRepoId(_) => ModelError::Unknown { source_name: source.to_string(), presets: presets() },
         HubError::NotCached { refs } => not_found(refs.display().to_string()),
         HubError::MissingSnapshot { snapshot } => not_found(format!("{} (named by refs/main; missing)", snapshot.display())),
     })?;
@@ -69,6 +72,11 @@ mod tests {
     fn presets_and_unknown_names() {
         assert_eq!(resolve_in("tiny", Path::new("/nonexistent")).unwrap(), Source::Preset("tiny"));
         let err = resolve_in("no-such-model", Path::new("/nonexistent")).unwrap_err().to_string();
-        assert!(err.contains("tiny") && err.contains("/nonexistent"), "{err}");
+        assert!(err.starts_with("`no-such-model` is not a model directory, a preset (tiny, "), "{err}");
+        for path in ["/no/such/dir", "./nope", "a/b/c", "~/x"] {
+            let err = resolve_in(path, Path::new("/nonexistent")).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("model directory {path} does not exist")), "{err}");
+            assert!(!err.contains("huggingface-cli"), "a path is not downloaded: {err}");
+        }
     }
 }

@@ -80,6 +80,9 @@ fn check<B: Backend>(model: &Qwen3<B>, sequences: &[Vec<u32>], positions: &[Vec<
     }
     let vocab = model.config.vocab_size;
     for (r, (s, ts)) in sequences.iter().zip(positions).enumerate() {
+        if s.is_empty() {
+            return bad(format!("sequence {r} is empty"));
+        }
         if let Some(&id) = s.iter().find(|&&id| id as usize >= vocab) {
             return bad(format!("sequence {r}: token id {id} is outside the vocabulary (size {vocab})"));
         }

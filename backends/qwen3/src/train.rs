@@ -109,7 +109,16 @@ impl TrainablePolicy for QwenTrainer {
         let (model, stats) = self.optim.step(model, lr);
         self.model = Some(model);
         self.inference_copy.take();
-        Ok(OptimStep { grad_norm: stats.grad_norm, clipped: stats.clipped, micro_batches: stats.micro_batches })
+        Ok(OptimStep {
+            grad_norm: stats.grad_norm,
+            clipped: stats.clipped,
+            micro_batches: stats.micro_batches,
+            non_finite: stats.non_finite,
+        })
+    }
+
+    fn discard_gradients(&mut self) {
+        self.optim.zero_grad();
     }
 
     fn save(&self, dir: &Path) -> Result<(), PolicyError> {

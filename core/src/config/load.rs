@@ -89,10 +89,26 @@ impl RunConfig {
             let key = e.path().to_string();
             // toml appends "in `key`" on a second line; the key is already named.
             let message = e.into_inner().to_string();
-            let first = message.lines().next().unwrap_or_default().trim().to_string();
-            ConfigError::Invalid { key, message: first }
+            let first = message.lines().next().unwrap_or_default().trim();
+            ConfigError::Invalid { key, message: with_range(first) }
         })
     }
+}
+
+/// serde names integer types (`expected u32`); say the range instead.
+fn with_range(message: &str) -> String {
+    let ranges = [
+        ("expected u32", "expected a whole number from 0 to 4294967295"),
+        ("expected u64", "expected a whole number from 0 to 18446744073709551615"),
+        ("expected usize", "expected a whole number ≥ 0"),
+    ];
+    let mut out = message.to_string();
+    for (from, to) in ranges {
+        if out.ends_with(from) {
+            out = format!("{}{to}", &out[..out.len() - from.len()]);
+        }
+    }
+    out
 }
 
 fn parse_table(text: &str, label: &str) -> Result<Table, ConfigError> {

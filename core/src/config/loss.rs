@@ -46,6 +46,7 @@ pub struct LossConfig {
     pub decoupled: bool,
     /// β of the KL to the reference policy; 0 disables it.
     pub kl_coef: f64,
+    /// Which of Schulman's estimators of the KL: `k1`, `k2` or `k3` (verl's `low_var_kl`).
     pub kl_estimator: KlEstimator,
     /// Where the KL goes: added to the token loss, or subtracted from each episode's reward
     /// before advantages (β·Σ_t k(π_sampler, π_ref) over its policy tokens; the loss then
@@ -117,17 +118,23 @@ impl KlEstimator {
     }
 }
 
+/// Where the KL to the reference goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum KlPlacement {
+    /// Added to the token loss.
     Loss,
+    /// Subtracted from each episode's reward before advantages.
     Reward,
 }
 
+/// IcePop's band.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct IcePopConfig {
+    /// Tokens with π_old/π_behave below this leave the loss.
     pub lower: f64,
+    /// Tokens with π_old/π_behave above this leave the loss.
     pub upper: f64,
 }
 
@@ -137,9 +144,11 @@ impl Default for IcePopConfig {
     }
 }
 
+/// KPop's threshold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct KPopConfig {
+    /// Tokens whose symmetric binary KL between π_old and π_behave exceeds this leave the loss.
     pub upper: f64,
 }
 
@@ -149,9 +158,11 @@ impl Default for KPopConfig {
     }
 }
 
+/// Truncated importance sampling's cap.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TisConfig {
+    /// Largest importance weight π_old/π_behave (> 0).
     pub cap: f64,
 }
 

@@ -8,18 +8,25 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainerConfig {
+    /// Training steps (each: roll out, compute advantages, update).
     pub steps: u32,
     /// Episodes per task per step (G).
     pub group_size: u32,
     /// Tasks per step (P).
     pub prompts: u32,
+    /// Peak learning rate of AdamW (> 0).
     pub lr: f64,
     /// `constant`, or `cosine`: linear warmup over `warmup_steps`, then cosine decay to
     /// `lr · min_lr_ratio` at the last step.
     pub lr_schedule: LrSchedule,
+    /// Steps of linear warmup from lr/warmup_steps to lr (fewer than `steps`); 0: none.
     pub warmup_steps: u32,
+    /// The cosine schedule decays to `lr · min_lr_ratio` (0 to 1).
     pub min_lr_ratio: f64,
+    /// Passes over a step's episodes in the update (PPO epochs).
     pub epochs: u32,
+    /// Optimizer steps per epoch: the step's `prompts × group_size` rows are split into
+    /// this many minibatches (at most that many rows).
     pub minibatches: u32,
     /// Rows per micro-batch; unset: a whole minibatch at once.
     pub micro: Option<u32>,
@@ -27,7 +34,9 @@ pub struct TrainerConfig {
     pub gen_batch: Option<u32>,
     /// Global gradient-norm clip (as torch's `clip_grad_norm_`); 0 disables it.
     pub grad_clip: f64,
+    /// AdamW's decoupled weight decay (≥ 0).
     pub weight_decay: f64,
+    /// Seed of the task order, the sampler and the evaluation's bootstrap.
     pub seed: u64,
     /// Save a checkpoint every this many steps (0: only the final one). A resumed run
     /// restarts after the last one, so 1 (the default) loses at most the step in progress.
@@ -47,6 +56,7 @@ pub struct TrainerConfig {
     /// Overlong shaping (DAPO): the last this-many tokens of the response budget
     /// (`sampling.max_response_tokens`) ramp a penalty from 0 to −`overlong_penalty`; 0 is off.
     pub overlong_buffer: u32,
+    /// Largest overlong penalty, reached at the end of the response budget (≥ 0).
     pub overlong_penalty: f64,
     /// Recompute activations in the backward pass instead of storing them (burn's balanced
     /// checkpointing): less memory, more compute.
@@ -86,10 +96,13 @@ impl Default for TrainerConfig {
     }
 }
 
+/// How the learning rate moves over the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LrSchedule {
+    /// `lr` at every step (after any warmup).
     Constant,
+    /// Cosine decay to `lr · min_lr_ratio` at the last step.
     Cosine,
 }
 
@@ -147,6 +160,8 @@ impl Default for EvalConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutputConfig {
+    /// The run folder: `run.log`, `config.toml`, `metrics.jsonl`, `results.json`,
+    /// `checkpoints/`. A new run refuses a folder that holds another run (`--overwrite`).
     pub dir: String,
     /// Write checkpoints (every `trainer.checkpoint_every` steps and at the end) under
     /// `<dir>/checkpoints`.

@@ -3,7 +3,9 @@
 //! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps, the newest
 //! `trainer.keep_checkpoints` of them kept) and
 //! `<out>/checkpoints/final/`, each holding the policy's [`TrainablePolicy::save_state`]
-//! (HF weights + optimizer state) and `trainer_state.json` ([`TrainerState`]); once a newer
+//! (HF weights + optimizer state), the codec's tokenizer and chat template
+//! ([`ChatCodec::save_files`], so `arl eval --model <checkpoint>` needs nothing else) and
+//! `trainer_state.json` ([`TrainerState`]); once a newer
 //! one is in place, an older one keeps only its weights and `trainer_state.json`
 //! ([`TrainablePolicy::drop_state`]), since resume starts from the newest. A checkpoint
 //! is written into `checkpoints/.tmp-<name>/` and renamed into place, so a kill mid-write
@@ -24,6 +26,7 @@ use super::TrainError;
 use super::eval::Evaluation;
 use super::metrics::StepMetrics;
 use crate::RunConfig;
+use crate::chat::ChatCodec;
 use crate::policy::TrainablePolicy;
 
 /// The loop's own state at a checkpoint: `trainer_state.json`.
@@ -44,6 +47,10 @@ pub struct TrainerState {
     /// number per step, so the step index alone does not give it).
     #[serde(default)]
     pub tasks_used: usize,
+    /// The run that wrote it (`run.json` of the run folder); `--resume` takes only
+    /// checkpoints of the folder's own run. Unset in checkpoints older than run ids.
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 pub const STATE_FILE: &str = "trainer_state.json";
@@ -55,30 +62,40 @@ pub fn checkpoints_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
 }
 
-/// Write `policy`'s state and `state` as checkpoint `name` (atomically: temp dir + rename).
-pub fn write(policy: &dyn TrainablePolicy, out: &Path, name: &str, state: &TrainerState) -> Result<PathBuf, TrainError> {
+/// Write `policy`'s state, `codec`'s files and `state` as checkpoint `name` (atomically: temp
+/// dir + rename).
+pub fn write(
+    policy: &dyn TrainablePolicy,
+    codec: &dyn ChatCodec,
+    out: &Path,
+    name: &str,
+    state: &TrainerState,
+) -> Result<PathBuf, TrainError> {
     let root = checkpoints_dir(out);
     let tmp = root.join(format!(".tmp-{name}"));
     let old = root.join(format!(".old-{name}"));
     let dir = root.join(name);
     for stale in [&tmp, &old] {
         if stale.exists() {
-            std::fs::remove_dir_all(stale)?;
+            std::fs::remove_dir_all(stale).map_err(TrainError::at(stale))?;
         }
     }
-    std::fs::create_dir_all(&tmp)?;
+    std::fs::create_dir_all(&tmp).map_err(TrainError::at(&tmp))?;
     policy.save_state(&tmp)?;
-    std::fs::write(tmp.join(STATE_FILE), serde_json::to_string_pretty(state).expect("trainer state serializes"))?;
+    codec.save_files(&tmp)?;
+    let state_path = tmp.join(STATE_FILE);
+    std::fs::write(&state_path, serde_json::to_string_pretty(state).expect("trainer state serializes"))
+        .map_err(TrainError::at(&state_path))?;
     if dir.exists() {
-        std::fs::rename(&dir, &old)?;
+        std::fs::rename(&dir, &old).map_err(TrainError::at(&dir))?;
     }
-    std::fs::rename(&tmp, &dir)?;
+    std::fs::rename(&tmp, &dir).map_err(TrainError::at(&tmp))?;
     if old.exists() {
-        std::fs::remove_dir_all(&old)?;
+        std::fs::remove_dir_all(&old).map_err(TrainError::at(&old))?;
     }
     // Only the newest checkpoint keeps the optimizer state: resume needs no other.
-    for entry in std::fs::read_dir(&root)? {
-        let other = entry?.path();
+    for entry in std::fs::read_dir(&root).map_err(TrainError::at(&root))? {
+        let other = entry.map_err(TrainError::at(&root))?.path();
         let hidden = other.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
         if other != dir && !hidden && other.join(STATE_FILE).is_file() {
             policy.drop_state(&other)?;
@@ -102,25 +119,37 @@ pub fn prune(out: &Path, keep: usize) -> Result<usize, TrainError> {
     steps.sort();
     let old = steps.len().saturating_sub(keep);
     for dir in &steps[..old] {
-        std::fs::remove_dir_all(dir)?;
+        std::fs::remove_dir_all(dir).map_err(TrainError::at(dir))?;
     }
     Ok(old)
 }
 
 /// The complete checkpoint with the most steps done under `out`, if any.
 pub fn latest(out: &Path) -> Result<Option<(PathBuf, TrainerState)>, TrainError> {
+    latest_of(out, None)
+}
+
+/// As [`latest`], among the checkpoints of run `run_id` only (with `Some`; a checkpoint that
+/// names no run counts as any run's).
+pub fn latest_of(out: &Path, run_id: Option<&str>) -> Result<Option<(PathBuf, TrainerState)>, TrainError> {
     let root = checkpoints_dir(out);
     let Ok(entries) = std::fs::read_dir(&root) else { return Ok(None) };
     let mut best: Option<(PathBuf, TrainerState)> = None;
     for entry in entries {
-        let dir = entry?.path();
+        let dir = entry.map_err(TrainError::at(&root))?.path();
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with('.') || !dir.join(STATE_FILE).is_file() {
+        let state_path = dir.join(STATE_FILE);
+        if name.starts_with('.') || !state_path.is_file() {
             continue;
         }
-        let text = std::fs::read_to_string(dir.join(STATE_FILE))?;
+        let text = std::fs::read_to_string(&state_path).map_err(TrainError::at(&state_path))?;
         let state: TrainerState = serde_json::from_str(&text)
             .map_err(|e| TrainError::Other(format!("checkpoint {}: unreadable {STATE_FILE}: {e}", dir.display())))?;
+        if let (Some(want), Some(got)) = (run_id, state.run_id.as_deref())
+            && want != got
+        {
+            continue;
+        }
         // On a tie `final` wins: it is written after `step-NNNNN` of the same step, which
         // then lost its optimizer state.
         if best.as_ref().is_none_or(|(_, b)| state.step > b.step || (state.step == b.step && name == "final")) {
@@ -130,23 +159,24 @@ pub fn latest(out: &Path) -> Result<Option<(PathBuf, TrainerState)>, TrainError>
     Ok(best)
 }
 
-/// Load the latest checkpoint under `out` into `policy` after checking that `config` may
-/// continue it. Errors are one line naming the fix.
-pub fn resume(policy: &mut dyn TrainablePolicy, out: &Path, config: &RunConfig) -> Result<(PathBuf, TrainerState), TrainError> {
-    let Some((dir, state)) = latest(out)? else {
-        return Err(TrainError::Other(format!(
-            "--resume: no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps; run without --resume to start)",
-            checkpoints_dir(out).display()
-        )));
+/// Load the latest checkpoint of run `run_id` (any run with `None`) under `out` into `policy`
+/// after checking that `config` may continue it. Errors are one line naming the fix.
+pub fn resume(
+    policy: &mut dyn TrainablePolicy,
+    out: &Path,
+    run_id: Option<&str>,
+    config: &RunConfig,
+) -> Result<(PathBuf, TrainerState), TrainError> {
+    let Some((dir, state)) = latest_of(out, run_id)? else {
+        return Err(TrainError::Config(crate::ConfigError::Invalid {
+            key: "trainer.resume".into(),
+            message: format!(
+                "no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps); run without --resume to start",
+                checkpoints_dir(out).display()
+            ),
+        }));
     };
-    if let Some(key) = differing_key(&state.config, config) {
-        return Err(TrainError::Other(format!(
-            "--resume: `{key}` differs from the run that wrote {} ({} → {}); resume with the same value or start a new run in another --out",
-            dir.display(),
-            value_at(&state.config, &key),
-            value_at(config, &key),
-        )));
-    }
+    super::run_dir::check_continues(&dir, &state, config)?;
     policy.load_state(&dir)?;
     Ok((dir, state))
 }
@@ -163,7 +193,8 @@ pub fn differing_key(saved: &RunConfig, now: &RunConfig) -> Option<String> {
         .cloned()
 }
 
-fn value_at(config: &RunConfig, key: &str) -> String {
+/// The value of dotted `key` in `config`, as JSON text (`unset` when absent).
+pub fn value_at(config: &RunConfig, key: &str) -> String {
     flatten(config).get(key).map(|v| v.to_string()).unwrap_or_else(|| "unset".into())
 }
 
@@ -236,6 +267,7 @@ mod tests {
             tool_stats: BTreeMap::new(),
             wall_seconds: 0.0,
             tasks_used: 0,
+            run_id: None,
         };
         std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
     }

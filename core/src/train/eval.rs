@@ -1,6 +1,8 @@
 //! Held-out evaluation: `n` episodes per task, pass@1 per task with counts, the overall
 //! pass@1 with a task-level bootstrap interval (see [`crate::eval`]).
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -9,7 +11,7 @@ use super::rollout::{RolloutOptions, rollout};
 use crate::chat::ChatCodec;
 use crate::eval::{Bootstrap, PassSummary, TaskCount, summarize};
 use crate::policy::Policy;
-use crate::{Env, Episode, Split};
+use crate::{Env, Episode, EpisodeFinish, Split};
 
 /// One evaluation of a policy on the held-out split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -18,6 +20,25 @@ pub struct Evaluation {
     pub summary: PassSummary,
     /// One decoded transcript per task (its first episode).
     pub transcripts: Vec<Transcript>,
+    /// Every episode: its reward, response length and how it ended.
+    #[serde(default)]
+    pub episodes: Vec<EpisodeSummary>,
+    /// Tool and episode counters summed over the evaluation's episodes (as the run's
+    /// `tool_stats` sums them over training).
+    #[serde(default)]
+    pub tool_stats: BTreeMap<String, u64>,
+}
+
+/// One evaluation episode in numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EpisodeSummary {
+    pub task_id: String,
+    pub reward: f64,
+    /// Tokens the policy generated over all turns.
+    pub response_tokens: usize,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub finish: Option<EpisodeFinish>,
 }
 
 /// A decoded episode, for reading what the model did.
@@ -61,5 +82,20 @@ pub fn evaluate(
             transcripts.push(Transcript { task_id: t.id.clone(), reward: e.reward, text: codec.decode(&e.ids)? });
         }
     }
-    Ok(Evaluation { per_task, summary, transcripts })
+    let mut tool_stats = BTreeMap::new();
+    for e in &episodes {
+        super::metrics::sum_counters(&mut tool_stats, e);
+    }
+    let episodes = episodes
+        .iter()
+        .map(|e| EpisodeSummary {
+            task_id: e.task_id.clone(),
+            reward: e.reward,
+            response_tokens: e.policy_tokens(),
+            turns: e.stats.turns,
+            tool_calls: e.stats.tool_calls,
+            finish: e.stats.finish,
+        })
+        .collect();
+    Ok(Evaluation { per_task, summary, transcripts, episodes, tool_stats })
 }

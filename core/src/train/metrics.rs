@@ -1,13 +1,20 @@
 //! Per-step metrics: one JSON object per step in `metrics.jsonl`, one console line.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::Episode;
 
 /// Everything measured in one training step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepMetrics {
+    /// 1-based step number.
     pub step: u32,
+    /// The learning rate of this step's optimizer steps.
     pub lr: f64,
+    /// Episodes sampled this step (all rollout rounds).
     pub episodes: usize,
     pub reward_mean: f64,
     /// Fraction of episodes with reward 1.
@@ -32,15 +39,32 @@ pub struct StepMetrics {
     /// Mean k3 estimate of KL(π_θ‖π_ref) over the step's policy tokens, before the update
     /// (with a reference policy: `loss.kl_coef > 0`).
     pub ref_kl: Option<f64>,
+    /// Fraction of policy tokens clipped at 1 + clip_high (positive advantage).
     pub clip_frac_high: f64,
+    /// Fraction of policy tokens clipped at 1 − clip_low (negative advantage).
     pub clip_frac_low: f64,
-    pub ratio_mean: f64,
+    /// Mean π_θ/π_old over the tokens that reached the loss; null when none did (every
+    /// row had advantage 0, or the step's updates were skipped).
+    pub ratio_mean: Option<f64>,
+    /// Mean global gradient norm (before clipping) of the step's optimizer steps.
     pub grad_norm: f64,
     /// |sampler logprob − trainer recomputation| before the update, over policy tokens.
     pub logprob_gap_mean: f64,
     pub logprob_gap_max: f64,
     /// Episodes that ended on the turn or token budget rather than a final answer.
     pub truncated_frac: f64,
+    /// Mean and largest number of tokens the policy generated per episode (all turns).
+    #[serde(default)]
+    pub response_tokens_mean: f64,
+    #[serde(default)]
+    pub response_tokens_max: usize,
+    /// How the step's episodes ended, counted by reason (`done`, `length`, `max_turns`, …).
+    #[serde(default)]
+    pub finish: BTreeMap<String, usize>,
+    /// Optimizer steps skipped because a loss or gradient was NaN or infinite (weights
+    /// unchanged by them).
+    #[serde(default)]
+    pub non_finite_updates: u32,
     pub malformed_call_rate: f64,
     pub failed_call_rate: f64,
     pub policy_tokens: usize,
@@ -56,40 +80,64 @@ pub struct StepMetrics {
 }
 
 impl StepMetrics {
-    /// The console line.
-    pub fn line(&self) -> String {
-        let mut extra = String::new();
+    /// The console line: labelled, `step k/N`, learning rate, time per step, elapsed and the
+    /// time left (`eta`, from the mean step time of this process); everything else is in
+    /// `metrics.jsonl`.
+    pub fn console_line(&self, total_steps: u32, elapsed_s: f64, eta_s: Option<f64>) -> String {
+        let mut line = format!(
+            "step {}/{total_steps}  reward {:.3}  pass {:.3}  loss {:+.4}  grad_norm {:.3}  lr {:.2e}",
+            self.step, self.reward_mean, self.pass_rate, self.loss, self.grad_norm, self.lr
+        );
+        match self.ratio_mean {
+            Some(_) => line += &format!("  clip_frac {:.3}", self.clip_frac_low + self.clip_frac_high),
+            None => line += "  clip_frac -",
+        }
         if let Some(h) = self.entropy {
-            extra += &format!("  ent {h:.3}");
+            line += &format!("  entropy {h:.3}");
         }
         if let Some(kl) = self.ref_kl {
-            extra += &format!("  kl {kl:.1e}");
+            line += &format!("  kl {kl:.2e}");
         }
-        if let Some(mb) = self.peak_rss_mb {
-            extra += &format!("  rss {mb:.0} MiB");
-        }
-        let line = format!(
-            "step {:>3}  reward {:.3}  pass {:.3}  zero-var {:.2} (skipped {:.2}, {} rounds)  loss {:+.4}  clip {:.3}/{:.3}  gap {:.1e}/{:.1e}  \
-             gnorm {:.3}  trunc {:.2}  malformed {:.2}  gen {:.0} tok/s  upd {:.0} tok/s  {:.1}s",
-            self.step,
-            self.reward_mean,
-            self.pass_rate,
-            self.zero_variance_groups,
-            self.zero_variance_skipped,
-            self.sampling_attempts,
-            self.loss,
-            self.clip_frac_low,
-            self.clip_frac_high,
+        line += &format!(
+            "  logprob_gap {:.1e}  response_len {:.1}  truncated {:.2}  zero_var_groups {:.2}  time {}  elapsed {}",
             self.logprob_gap_mean,
-            self.logprob_gap_max,
-            self.grad_norm,
+            self.response_tokens_mean,
             self.truncated_frac,
-            self.malformed_call_rate,
-            self.generate_tokens_per_s,
-            self.update_tokens_per_s,
-            self.step_seconds,
+            self.zero_variance_groups,
+            duration(self.step_seconds),
+            duration(elapsed_s),
         );
-        line + &extra
+        if let Some(eta) = eta_s {
+            line += &format!("  eta {}", duration(eta));
+        }
+        line
+    }
+}
+
+/// `0.4s`, `12.3s`, `4m05s`, `1h02m`: seconds at a glance.
+pub fn duration(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "?".into();
+    }
+    if secs < 60.0 {
+        return format!("{secs:.1}s");
+    }
+    let s = secs.round() as u64;
+    if s < 3600 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{}h{:02}m", s / 3600, (s % 3600) / 60) }
+}
+
+/// Add an episode's counters (turns, tool calls, malformed and failed calls, truncation, the
+/// env's own) into `into`.
+pub fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
+    let s = &e.stats;
+    for (k, v) in
+        [("turns", s.turns), ("tool_calls", s.tool_calls), ("malformed_calls", s.malformed_calls), ("failed_calls", s.failed_calls)]
+    {
+        *into.entry(k.to_string()).or_default() += v as u64;
+    }
+    *into.entry("truncated_episodes".to_string()).or_default() += s.truncated as u64;
+    for (k, v) in &s.counters {
+        *into.entry(k.clone()).or_default() += v;
     }
 }
 
@@ -122,5 +170,34 @@ mod tests {
     fn peak_rss_is_reported_and_plausible() {
         let mb = super::peak_rss_mb().expect("unix reports it");
         assert!(mb > 1.0 && mb < 1e6, "{mb}");
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        for (secs, want) in [(0.0, "0.0s"), (2.94, "2.9s"), (59.9, "59.9s"), (62.0, "1m02s"), (3725.0, "1h02m"), (f64::NAN, "?")] {
+            assert_eq!(super::duration(secs), want);
+        }
+    }
+
+    #[test]
+    fn the_console_line_is_labelled_with_step_of_total_lr_and_time_left() {
+        let m = super::StepMetrics {
+            step: 3,
+            lr: 1e-5,
+            reward_mean: 0.5,
+            pass_rate: 0.25,
+            loss: 0.0123,
+            grad_norm: 0.84,
+            ratio_mean: None,
+            response_tokens_mean: 45.25,
+            step_seconds: 2.9,
+            ..Default::default()
+        };
+        let line = m.console_line(20, 62.0, Some(250.0));
+        assert_eq!(
+            line,
+            "step 3/20  reward 0.500  pass 0.250  loss +0.0123  grad_norm 0.840  lr 1.00e-5  clip_frac -  logprob_gap 0.0e0  \
+             response_len 45.2  truncated 0.00  zero_var_groups 0.00  time 2.9s  elapsed 1m02s  eta 4m10s"
+        );
     }
 }

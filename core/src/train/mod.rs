@@ -8,7 +8,9 @@ pub mod batch;
 pub mod checkpoint;
 pub mod eval;
 pub mod metrics;
+pub mod preflight;
 pub mod rollout;
+pub mod run_dir;
 pub mod trainer;
 pub mod update;
 
@@ -16,7 +18,7 @@ use thiserror::Error;
 
 use crate::chat::ChatError;
 use crate::policy::PolicyError;
-use crate::{EnvError, LossError};
+use crate::{ConfigError, EnvError, LossError};
 
 /// Why a training run stopped with an error (never a model mistake: those are statistics).
 #[derive(Debug, Error)]
@@ -31,6 +33,24 @@ pub enum TrainError {
     Loss(#[from] LossError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A file or folder that could not be read or written, with its path.
+    #[error("{}: {error}", path.display())]
+    File { path: std::path::PathBuf, error: std::io::Error },
+    /// The configuration or the run folder does not allow this run (a usage error).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("{0}")]
     Other(String),
+}
+
+impl TrainError {
+    /// Attach `path` to an I/O error: `fs::write(&p, …).map_err(TrainError::at(&p))`.
+    pub fn at(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+        move |error| TrainError::File { path: path.to_path_buf(), error }
+    }
+
+    /// Whether this is a configuration or usage error rather than a failure at run time.
+    pub fn is_config(&self) -> bool {
+        matches!(self, TrainError::Config(_))
+    }
 }

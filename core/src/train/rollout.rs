@@ -13,7 +13,7 @@ use super::TrainError;
 use crate::chat::{ChatCodec, Conversation};
 use crate::policy::{FinishReason, Policy, SamplingParams};
 use crate::toolcall::parse_turn;
-use crate::{Env, EnvSession, Episode, Message, Outcome, Step, Task};
+use crate::{Env, EnvSession, Episode, EpisodeFinish, Message, Outcome, Step, Task};
 
 /// How episodes are rolled out.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,10 +68,12 @@ pub fn rollout(
     let mut stats = RolloutStats { episodes: specs.len(), ..Default::default() };
     let mut done: Vec<Option<Episode>> = (0..specs.len()).map(|_| None).collect();
     let mut live = Vec::with_capacity(specs.len());
-    let finish = |l: Live, outcome: Outcome, done: &mut Vec<Option<Episode>>| {
+    let finish = |l: Live, mut outcome: Outcome, why: EpisodeFinish, done: &mut Vec<Option<Episode>>| {
         let (task, group) = &specs[l.index];
+        outcome.stats.finish = Some(why);
         done[l.index] = Some(l.conv.into_episode(task.id.clone(), *group, outcome.reward, outcome.stats));
     };
+    progress(0, specs.len());
     let response_budget = opts.max_response_tokens.unwrap_or(usize::MAX);
     for (index, (task, _)) in specs.iter().enumerate() {
         let session = env.reset(task)?;
@@ -82,7 +84,7 @@ pub fn rollout(
             outcome.stats.truncated = true;
             outcome.stats.bump("prompt_over_budget");
             stats.truncated += 1;
-            finish(l, outcome, &mut done);
+            finish(l, outcome, EpisodeFinish::PromptBudget, &mut done);
             continue;
         }
         live.push(l);
@@ -98,7 +100,8 @@ pub fn rollout(
             let mut outcome = l.session.finish()?;
             outcome.stats.truncated = true;
             stats.truncated += 1;
-            finish(l, outcome, &mut done);
+            let why = if l.generated >= response_budget { EpisodeFinish::ResponseBudget } else { EpisodeFinish::EpisodeBudget };
+            finish(l, outcome, why, &mut done);
         }
         live = fits;
         if live.is_empty() {
@@ -139,17 +142,18 @@ pub fn rollout(
             match l.session.step(&parsed)? {
                 Step::Done(mut outcome) => {
                     // A last turn cut by a token budget is not a final answer (DAPO's overlong).
-                    outcome.stats.truncated |= sample.finish == FinishReason::Length;
+                    let cut = sample.finish == FinishReason::Length;
+                    outcome.stats.truncated |= cut;
                     if outcome.stats.truncated {
                         stats.truncated += 1;
                     }
-                    finish(l, outcome, &mut done);
+                    finish(l, outcome, if cut { EpisodeFinish::Length } else { EpisodeFinish::Done }, &mut done);
                 }
                 Step::Observe(_) if last_turn => {
                     let mut outcome = l.session.finish()?;
                     outcome.stats.truncated = true;
                     stats.truncated += 1;
-                    finish(l, outcome, &mut done);
+                    finish(l, outcome, EpisodeFinish::MaxTurns, &mut done);
                 }
                 Step::Observe(results) => {
                     let observations = results.iter().map(|r| Message::tool(r.outcome.text())).collect();
@@ -165,7 +169,7 @@ pub fn rollout(
         // Only reachable with max_turns = 0.
         let mut l = l;
         let outcome = l.session.finish()?;
-        finish(l, outcome, &mut done);
+        finish(l, outcome, EpisodeFinish::MaxTurns, &mut done);
     }
     stats.seconds = start.elapsed().as_secs_f64();
     let episodes = done.into_iter().map(|e| e.expect("every episode finished")).collect();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use schemars::JsonSchema;
@@ -35,12 +35,28 @@ pub struct Parts<'a> {
     pub reference: Option<&'a dyn Policy>,
 }
 
+/// After this many steps in a row whose loss or gradient was NaN or infinite, the run stops.
+pub const MAX_NON_FINITE_STEPS: u32 = 3;
+
 /// Where and with what a run ran (filled in by the caller).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunMeta {
     pub arl_version: String,
-    /// `git rev-parse HEAD` of the source tree, when it is a git checkout.
+    /// The commit arl was built from (embedded at build time), when it was built from a git
+    /// checkout.
     pub git_commit: Option<String>,
+    /// The run's id (`run.json`; checkpoints carry it).
+    #[serde(default)]
+    pub run_id: String,
+    /// The model directory the weights came from (unset for a random-weights preset).
+    #[serde(default)]
+    pub model_dir: Option<String>,
+    /// The Hugging Face snapshot (commit hash) of the model, when it came from the hub cache.
+    #[serde(default)]
+    pub model_snapshot: Option<String>,
+    /// The directory of the tokenizer and chat template.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
     /// The device, as burn names it.
     pub device: String,
     /// The command line.
@@ -77,10 +93,12 @@ pub fn train(
     progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
-    std::fs::create_dir_all(out_dir)?;
+    std::fs::create_dir_all(out_dir).map_err(TrainError::at(out_dir))?;
     let Parts { env, codec, policy, loss, advantage, reference } = parts;
     let self_check = codec.self_check()?;
-    log(&format!("chat self-check: {self_check}"));
+    log(&self_check);
+    let total_steps = config.trainer.steps;
+    let run_id = (!meta.run_id.is_empty()).then(|| meta.run_id.clone());
 
     let rollout_opts = rollout_options(config, env, config.trainer.seed);
     let eval_opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
@@ -89,7 +107,7 @@ pub fn train(
     let eval_n = config.eval.n as usize;
 
     let resumed = if config.trainer.resume {
-        let (dir, state) = checkpoint::resume(policy, out_dir, config)?;
+        let (dir, state) = checkpoint::resume(policy, out_dir, run_id.as_deref(), config)?;
         log(&format!("resumed from {} after step {}", dir.display(), state.step));
         Some(state)
     } else {
@@ -98,7 +116,7 @@ pub fn train(
     let before = if let Some(state) = &resumed {
         state.before.clone()
     } else if eval_n > 0 {
-        log(&format!("eval before: {} episodes per held-out task", eval_n));
+        log(&format!("eval before: {} per held-out task", plural(eval_n, "episode")));
         let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval before", d, t))?;
         log(&eval_line("before", &e));
         Some(e)
@@ -120,7 +138,7 @@ pub fn train(
         horizon: config.loss.horizon,
     };
     let metrics_path = out_dir.join("metrics.jsonl");
-    let mut metrics_file = std::fs::File::create(&metrics_path)?;
+    let mut metrics_file = std::fs::File::create(&metrics_path).map_err(TrainError::at(&metrics_path))?;
     let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used) = match resumed {
         Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used),
         None => (0, Vec::new(), BTreeMap::new(), 0.0, 0),
@@ -128,7 +146,7 @@ pub fn train(
     // A resumed run rewrites the lines of the steps it keeps (a killed process may have
     // logged a step it never checkpointed).
     for m in &steps {
-        writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize"))?;
+        writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
     }
     let state_at = |step: u32, steps: &[StepMetrics], tool_stats: &BTreeMap<String, u64>, tasks_used: usize| TrainerState {
         step,
@@ -138,6 +156,7 @@ pub fn train(
         tool_stats: tool_stats.clone(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used,
+        run_id: run_id.clone(),
     };
     // KL in the reward: the reference scores each round's episodes before advantages.
     let kl_terms: Option<Box<RewardTerms<'_>>> = match (reference, config.loss.kl_placement) {
@@ -153,6 +172,9 @@ pub fn train(
     };
     // The data position: tasks are handed out in `order`, round after round.
     let mut cursor = tasks_used;
+    let loop_start = Instant::now();
+    let mut last_checkpoint: Option<PathBuf> = checkpoint::latest_of(out_dir, run_id.as_deref())?.map(|(dir, _)| dir);
+    let mut non_finite_in_a_row = 0u32;
     for step in first_step..config.trainer.steps {
         let t0 = Instant::now();
         let opts = RolloutOptions {
@@ -162,7 +184,7 @@ pub fn train(
             },
             ..rollout_opts.clone()
         };
-        let stage = format!("step {} rollout", step + 1);
+        let stage = format!("step {}/{total_steps} rollout", step + 1);
         let mut next_tasks = |n: usize| {
             let tasks: Vec<Task> = (0..n).map(|j| train_tasks[order[(cursor + j) % order.len()]].clone()).collect();
             cursor += n;
@@ -171,29 +193,62 @@ pub fn train(
         let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
             progress(&stage, d, t)
         })?;
-        progress(&format!("step {} update", step + 1), 0, 1);
+        let update_stage = format!("step {}/{total_steps} update", step + 1);
+        progress(&update_stage, 0, 1);
         let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
         let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
-        progress(&format!("step {} update", step + 1), 1, 1);
+        progress(&update_stage, 1, 1);
         let episodes = &batch.sampled;
         let rstats = &batch.rollout;
         let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
         m.lr = opts.lr;
         for e in episodes {
-            sum_counters(&mut tool_stats, e);
+            super::metrics::sum_counters(&mut tool_stats, e);
         }
-        writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize"))?;
-        metrics_file.flush()?;
-        log(&m.line());
+        writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
+        metrics_file.flush().map_err(TrainError::at(&metrics_path))?;
+        let done_here = (step + 1 - first_step) as f64;
+        let per_step = loop_start.elapsed().as_secs_f64() / done_here;
+        let eta = per_step * (total_steps - step - 1) as f64;
+        log(&m.console_line(total_steps, earlier_seconds + start.elapsed().as_secs_f64(), Some(eta)));
+        let b = &batch.stats;
+        if b.groups_sampled > 0 && b.groups_zero_variance == b.groups_sampled {
+            log(&format!("no gradient this step: all {} had equal rewards", plural(b.groups_sampled, "group")));
+        }
+        let bad = m.non_finite_updates;
         steps.push(m);
+        if bad > 0 {
+            non_finite_in_a_row += 1;
+            log(&format!(
+                "step {}/{total_steps}: non-finite loss or gradient; skipped {bad} of {} optimizer steps (their weights unchanged); \
+                 {non_finite_in_a_row} such step(s) in a row",
+                step + 1,
+                bad + upd.optimizer_steps,
+            ));
+            if non_finite_in_a_row >= MAX_NON_FINITE_STEPS {
+                let kept = match &last_checkpoint {
+                    Some(dir) => format!("the last good checkpoint is {}", dir.display()),
+                    None => "no checkpoint was written before it".into(),
+                };
+                return Err(TrainError::Other(format!(
+                    "stopped at step {}: {non_finite_in_a_row} steps in a row had a NaN or infinite loss or gradient; {kept}; \
+                     lower trainer.lr or check the loss settings",
+                    step + 1
+                )));
+            }
+            // A skipped step's weights are the previous step's: no new checkpoint for it.
+            continue;
+        }
+        non_finite_in_a_row = 0;
         let every = config.trainer.checkpoint_every;
         if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
-            checkpoint::write(policy, out_dir, &format!("step-{:05}", step + 1), &state_at(step + 1, &steps, &tool_stats, cursor))?;
+            let state = state_at(step + 1, &steps, &tool_stats, cursor);
+            last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
             checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
         }
     }
     if config.output.checkpoints && config.trainer.steps > first_step {
-        checkpoint::write(policy, out_dir, "final", &state_at(config.trainer.steps, &steps, &tool_stats, cursor))?;
+        checkpoint::write(policy, codec, out_dir, "final", &state_at(config.trainer.steps, &steps, &tool_stats, cursor))?;
     }
 
     let after = if eval_n > 0 {
@@ -226,7 +281,7 @@ pub fn train(
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
     };
     let results = out_dir.join("results.json");
-    std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes"))?;
+    std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes")).map_err(TrainError::at(&results))?;
     log(&format!("results: {}", results.display()));
     Ok(report)
 }
@@ -290,6 +345,10 @@ fn step_metrics(
 ) -> StepMetrics {
     let n = episodes.len().max(1) as f64;
     let calls: u64 = episodes.iter().map(|e| e.stats.tool_calls as u64).sum();
+    let mut finish = BTreeMap::new();
+    for e in episodes {
+        *finish.entry(e.stats.finish.map(|f| f.name()).unwrap_or("unknown").to_string()).or_default() += 1;
+    }
     let per_call = |x: u64| if calls > 0 { x as f64 / calls as f64 } else { 0.0 };
     let groups = b.groups_sampled.max(1) as f64;
     StepMetrics {
@@ -310,11 +369,15 @@ fn step_metrics(
         ref_kl: u.ref_kl,
         clip_frac_high: u.loss.clip_frac_high,
         clip_frac_low: u.loss.clip_frac_low,
-        ratio_mean: u.loss.ratio_mean,
+        ratio_mean: (u.loss.tokens > 0.0).then_some(u.loss.ratio_mean),
         grad_norm: u.grad_norm_mean,
         logprob_gap_mean: u.logprob_gap_mean,
         logprob_gap_max: u.logprob_gap_max,
         truncated_frac: r.truncated as f64 / n,
+        response_tokens_mean: episodes.iter().map(|e| e.policy_tokens()).sum::<usize>() as f64 / n,
+        response_tokens_max: episodes.iter().map(|e| e.policy_tokens()).max().unwrap_or(0),
+        finish,
+        non_finite_updates: u.non_finite_steps,
         malformed_call_rate: per_call(episodes.iter().map(|e| e.stats.malformed_calls as u64).sum()),
         failed_call_rate: per_call(episodes.iter().map(|e| e.stats.failed_calls as u64).sum()),
         policy_tokens: u.policy_tokens,
@@ -327,25 +390,22 @@ fn step_metrics(
     }
 }
 
-fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
-    let s = &e.stats;
-    for (k, v) in
-        [("turns", s.turns), ("tool_calls", s.tool_calls), ("malformed_calls", s.malformed_calls), ("failed_calls", s.failed_calls)]
-    {
-        *into.entry(k.to_string()).or_default() += v as u64;
-    }
-    *into.entry("truncated_episodes".to_string()).or_default() += s.truncated as u64;
-    for (k, v) in &s.counters {
-        *into.entry(k.clone()).or_default() += v;
-    }
-}
-
 fn eval_line(when: &str, e: &Evaluation) -> String {
     let s = &e.summary;
     format!(
-        "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {} episodes, {} tasks)",
-        s.pass_at_1, s.ci.lo, s.ci.hi, s.correct, s.episodes, s.tasks
+        "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {}, {})",
+        s.pass_at_1,
+        s.ci.lo,
+        s.ci.hi,
+        s.correct,
+        plural(s.episodes as usize, "episode"),
+        plural(s.tasks, "task")
     )
+}
+
+/// `1 episode`, `4 episodes`.
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).

@@ -48,6 +48,10 @@ pub struct UpdateMetrics {
     pub ref_kl: Option<f64>,
     /// Rows skipped in backward (zero advantage) but counted in the normalizer.
     pub skipped_rows: usize,
+    /// Optimizer steps not taken because a minibatch's loss or gradient was NaN or infinite
+    /// (the weights stay as they were; those minibatches leave `loss_value` and the grad norms).
+    #[serde(default)]
+    pub non_finite_steps: u32,
     pub tokens_per_s: f64,
     pub seconds: f64,
 }
@@ -166,6 +170,8 @@ pub fn update_with_reference(
             let norm = Normalizer::from_lengths(opts.aggregation, opts.horizon, &lengths, width)?;
             let mut mb_loss = 0.0;
             let mut any = false;
+            let mut non_finite = false;
+            let metrics_before = metrics.len();
             for chunk in mb.chunks(micro) {
                 let rows: Vec<usize> = chunk
                     .iter()
@@ -200,17 +206,32 @@ pub fn update_with_reference(
                 };
                 let token_loss = loss.token_loss(&input)?;
                 let scalar = norm.reduce(token_loss.loss, &input.mask);
-                mb_loss += scalar.clone().into_scalar_f64();
+                let value = scalar.clone().into_scalar_f64();
+                if !value.is_finite() {
+                    // Nothing of this minibatch reaches the weights.
+                    non_finite = true;
+                    policy.discard_gradients();
+                    break;
+                }
+                mb_loss += value;
                 metrics.push(token_loss.metrics);
                 policy.backward(scalar)?;
                 any = true;
             }
-            losses.push(mb_loss);
-            if any {
+            if any && !non_finite {
                 let step = policy.step(opts.lr)?;
-                grad_norms.push(step.grad_norm);
-                m.optimizer_steps += 1;
+                non_finite = step.non_finite;
+                if !non_finite {
+                    grad_norms.push(step.grad_norm);
+                    m.optimizer_steps += 1;
+                }
             }
+            if non_finite {
+                m.non_finite_steps += 1;
+                metrics.truncate(metrics_before);
+                continue;
+            }
+            losses.push(mb_loss);
         }
     }
     m.loss = LossMetrics::merge(&metrics);

@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use arl_core::registry::{self, AdvantagePlugin};
 use arl_core::{AdvantageInput, RunConfig};
 use serde::Deserialize;
@@ -13,9 +12,9 @@ use super::loss::section_overrides;
 
 #[derive(Debug, clap::Args)]
 pub struct Advantages {
-    /// Registered estimator (advantage.name; `arl list`).
-    #[arg(long)]
-    pub estimator: String,
+    /// Registered advantage estimator (advantage.name; `arl list`).
+    #[arg(long, value_name = "NAME")]
+    pub advantage: String,
     /// An estimator setting, with the run config's key: --set advantage.std_unbiased=false
     /// (the `advantage.` prefix may be left out). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -39,16 +38,29 @@ struct Rewards {
 impl Advantages {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let mut o = section_overrides("advantage", &self.set)?;
-        o.set("advantage.name", self.estimator.clone());
+        o.set("advantage.name", self.advantage.clone());
         let config = RunConfig::load(None, &o)?.advantage;
         let estimator = (registry::get::<AdvantagePlugin>(&config.name)?.build)(&config)?;
-        let text = std::fs::read_to_string(&self.input).with_context(|| format!("reading {}", self.input.display()))?;
-        let r: Rewards = serde_json::from_str(&text).with_context(|| format!("rewards file {}", self.input.display()))?;
+        let text = super::read_input(&self.input, "--input")?;
+        let r: Rewards = serde_json::from_str(&text).map_err(|e| {
+            crate::usage!("rewards file {}: {e} (expected {{\"rewards\": [..], \"group_ids\": [..]}})", self.input.display())
+        })?;
+        if let Some(counts) = &r.token_counts
+            && counts.len() != r.rewards.len()
+        {
+            return Err(crate::usage!(
+                "rewards file {}: {} token_counts for {} rewards",
+                self.input.display(),
+                counts.len(),
+                r.rewards.len()
+            ));
+        }
         let input = AdvantageInput { rewards: &r.rewards, group_ids: &r.group_ids };
         let adv = match &r.token_counts {
-            Some(counts) => estimator.advantages_token_weighted(&input, counts)?,
-            None => estimator.advantages(&input)?,
-        };
+            Some(counts) => estimator.advantages_token_weighted(&input, counts),
+            None => estimator.advantages(&input),
+        }
+        .map_err(|e| crate::usage!("rewards file {}: {e}", self.input.display()))?;
         writeln!(out, "{}", serde_json::to_string_pretty(&json!({ "advantages": adv }))?)?;
         Ok(())
     }

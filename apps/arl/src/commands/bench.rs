@@ -32,12 +32,16 @@ pub enum Bench {
 pub struct BenchGen {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Rows decoded together.
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
+    /// Random prompt tokens per row.
     #[arg(long, default_value_t = 64)]
     pub prompt_len: usize,
+    /// Tokens generated per row (≥ 2; stop ids are disabled).
     #[arg(long, default_value_t = 64)]
     pub new_tokens: usize,
+    /// Seed of the random prompts and the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
@@ -46,8 +50,10 @@ pub struct BenchGen {
 pub struct BenchScore {
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Rows per step.
     #[arg(long, default_value_t = 4)]
     pub batch: usize,
+    /// Tokens per row (≥ 2).
     #[arg(long, default_value_t = 256)]
     pub seq_len: usize,
     /// Fraction of each sequence (its end) that is policy tokens, scored through the LM head.
@@ -56,6 +62,7 @@ pub struct BenchScore {
     /// Measured steps (after one warm-up step).
     #[arg(long, default_value_t = 3)]
     pub steps: usize,
+    /// Seed of the random sequences.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Recompute activations in the backward pass (burn's balanced checkpointing), as
@@ -89,10 +96,9 @@ impl Bench {
 
 impl BenchGen {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.batch > 0 && self.prompt_len > 0 && self.new_tokens > 1,
-            "--batch, --prompt-len must be ≥ 1 and --new-tokens ≥ 2"
-        );
+        if !(self.batch > 0 && self.prompt_len > 0 && self.new_tokens > 1) {
+            return Err(crate::usage!("--batch, --prompt-len must be ≥ 1 and --new-tokens ≥ 2"));
+        }
         let device = self.model.device()?;
         let model = self.model.load_on(&device)?;
         let prompts = random_ids(self.batch, self.prompt_len, model.config.vocab_size, self.seed);
@@ -120,8 +126,12 @@ impl BenchGen {
 impl BenchScore {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let (b, l) = (self.batch, self.seq_len);
-        anyhow::ensure!(b > 0 && l > 1, "--batch must be ≥ 1 and --seq-len ≥ 2");
-        anyhow::ensure!(self.policy_frac > 0.0 && self.policy_frac <= 1.0, "--policy-frac must be in (0, 1]");
+        if !(b > 0 && l > 1) {
+            return Err(crate::usage!("--batch must be ≥ 1 and --seq-len ≥ 2"));
+        }
+        if !(self.policy_frac > 0.0 && self.policy_frac <= 1.0) {
+            return Err(crate::usage!("--policy-frac must be in (0, 1], got {}", self.policy_frac));
+        }
         let strategy = if self.gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
         let device = DispatchDevice::autodiff_checkpointed(self.model.device()?, strategy);
         let mut model: DispatchQwen3 = self.model.load_on(&device)?;

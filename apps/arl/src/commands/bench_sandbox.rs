@@ -30,7 +30,9 @@ pub struct BenchSandbox {
 
 impl BenchSandbox {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        ensure!(self.jobs > 0, "--jobs must be ≥ 1");
+        if self.jobs == 0 {
+            return Err(crate::usage!("--jobs must be ≥ 1"));
+        }
         let tasks = generate(&BankOptions::default(), Split::Heldout);
         ensure!(!tasks.is_empty(), "the task bank has no held-out tasks");
         let mut rows = Vec::new();

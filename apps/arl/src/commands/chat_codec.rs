@@ -1,10 +1,17 @@
-//! Which tokenizer and chat template a run uses (`model.tokenizer`, `model.chat_template`).
+//! Which tokenizer and chat template a run uses (`model.tokenizer`): the one given, else the
+//! model directory's own, else — for a random-weights preset only — the Qwen3 tokenizer that
+//! the presets document. A model directory without a tokenizer is an error, never a silent
+//! swap to another model's tokenizer. The chat template is the model's own, else
+//! `model.chat_template`, else — when the env has tools and the model's template ignores them
+//! (SmolLM2's) — arl's tool-capable ChatML template.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use arl_chat::HfChatCodec;
+use arl_core::ConfigError;
 use arl_core::config::ModelConfig;
+use arl_qwen3::hub::Source;
 
 /// The Qwen3 tokenizer fetched by `scripts/setup/qwen3-tokenizer.sh`.
 pub fn qwen3_tokenizer_dir() -> PathBuf {
@@ -14,30 +21,41 @@ pub fn qwen3_tokenizer_dir() -> PathBuf {
     }
 }
 
-/// The codec for `model`, with thinking off (the gyms grade the final source, not prose),
-/// and a line for the console when arl chose the template. `env_has_tools`: a model whose own
-/// template ignores tools then gets arl's tool-capable ChatML template instead.
-pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatCodec, Option<String>)> {
-    let dir = match &model.tokenizer {
-        Some(dir) => PathBuf::from(dir),
-        None => match arl_chat::resolve_model_dir(&model.source) {
-            Ok(dir) if Path::new(&dir).join("tokenizer.json").exists() => dir,
-            Err(e) if arl_gguf::known::is_gguf_source(&model.source) => return Err(e.into()),
-            _ => {
-                let dir = qwen3_tokenizer_dir();
-                if !dir.join("tokenizer.json").exists() {
-                    anyhow::bail!(
-                        "no tokenizer for model `{}`: run scripts/setup/qwen3-tokenizer.sh (fetches the Qwen3 tokenizer \
-                         into {}) or set model.tokenizer=DIR",
-                        model.source,
-                        dir.display()
-                    );
-                }
-                dir
+/// The directory the codec of `model` loads from (see the module docs).
+pub fn tokenizer_dir(model: &ModelConfig) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &model.tokenizer {
+        return Ok(PathBuf::from(dir));
+    }
+    let source = arl_qwen3::hub::resolve(&model.source).with_context(|| format!("loading model `{}`", model.source))?;
+    match source {
+        Source::Dir(dir) if dir.join("tokenizer.json").is_file() => Ok(dir),
+        Source::Dir(dir) => Err(ConfigError::Invalid {
+            key: "model.tokenizer".into(),
+            message: format!(
+                "the model directory {} has no tokenizer.json; pass the model's own tokenizer with --tokenizer DIR",
+                dir.display()
+            ),
+        }
+        .into()),
+        Source::Preset(name) => {
+            let dir = qwen3_tokenizer_dir();
+            if !dir.join("tokenizer.json").is_file() {
+                anyhow::bail!(
+                    "preset `{name}` uses the Qwen3 tokenizer, which is not in {}: run scripts/setup/qwen3-tokenizer.sh \
+                     (or set model.tokenizer=DIR)",
+                    dir.display()
+                );
             }
-        },
-    };
-    let mut codec = HfChatCodec::load(&dir).with_context(|| format!("loading tokenizer from {}", dir.display()))?;
+            Ok(dir)
+        }
+    }
+}
+
+/// The codec for `model`, with thinking off (the gyms grade the final source, not prose),
+/// and a line for the console when arl chose the template.
+pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatCodec, Option<String>)> {
+    let dir = tokenizer_dir(model)?;
+    let mut codec = HfChatCodec::load(&dir).with_context(|| format!("loading the tokenizer from {}", dir.display()))?;
     let mut notice = None;
     if let Some(file) = &model.chat_template {
         let source = std::fs::read_to_string(file).with_context(|| format!("reading model.chat_template {file}"))?;
@@ -51,4 +69,21 @@ pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatC
         ));
     }
     Ok((codec.with_enable_thinking(Some(false)), notice))
+}
+
+/// The tokenizer's ids must all be ids of the model's vocabulary.
+pub fn check_vocab(codec: &HfChatCodec, vocab_size: usize, model: &ModelConfig) -> Result<(), ConfigError> {
+    let max = codec.max_token_id() as usize;
+    if max >= vocab_size {
+        return Err(ConfigError::Invalid {
+            key: "model.tokenizer".into(),
+            message: format!(
+                "the tokenizer in {} has token ids up to {max}, but model `{}` has a vocabulary of {vocab_size}: they do not \
+                 belong together; pass the model's own tokenizer with --tokenizer DIR",
+                codec.dir().display(),
+                model.source
+            ),
+        });
+    }
+    Ok(())
 }

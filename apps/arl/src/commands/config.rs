@@ -6,7 +6,7 @@ use arl_core::RunConfig;
 use arl_core::config::AlgoPreset;
 use arl_core::registry;
 
-use super::RunArgs;
+use super::{ConfigArgs, TrainArgs};
 
 // Built once per process from the command line: the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -22,14 +22,16 @@ pub enum ConfigCommand {
 #[derive(Debug, clap::Args)]
 pub struct Show {
     #[command(flatten)]
-    pub args: RunArgs,
+    pub config: ConfigArgs,
+    #[command(flatten, next_help_heading = "Training")]
+    pub train: TrainArgs,
 }
 
 impl ConfigCommand {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         match self {
             ConfigCommand::Show(show) => {
-                let config = show.args.resolve_with_context()?;
+                let config = show.config.resolve_with_context(Some(&show.train))?;
                 if let Some(name) = &config.algo {
                     let preset = registry::get::<AlgoPreset>(name)?;
                     writeln!(out, "# algo `{name}`: {}", preset.about)?;

@@ -19,11 +19,12 @@ use super::model_args::{DeviceArgs, load};
 #[derive(Debug, clap::Args)]
 pub struct Crosscheck {
     /// Model directory, Hugging Face repo id (local cache only) or preset.
-    #[arg(long, default_value = "tiny")]
+    #[arg(long, value_name = "SOURCE", default_value = "tiny")]
     pub model: String,
-    /// Comma-separated backends; the first one samples (e.g. cpu,tch or cpu,cuda,tch-cuda).
-    #[arg(long, default_value = "cpu,tch")]
-    pub backends: String,
+    /// Comma-separated backends, the first one samples (e.g. cpu,tch or cpu,cuda,tch-cuda);
+    /// default: every backend compiled into this binary (`arl list`).
+    #[arg(long, value_name = "LIST")]
+    pub backends: Option<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Sequences sampled.
@@ -38,19 +39,29 @@ pub struct Crosscheck {
     /// Largest allowed max |Δ logprob| of any pair.
     #[arg(long, default_value_t = 1e-4)]
     pub tolerance: f64,
+    /// Seed of the random prompts and the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
 
 impl Crosscheck {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let names: Vec<&str> = self.backends.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        anyhow::ensure!(names.len() >= 2, "--backends `{}`: name at least two backends to compare, e.g. cpu,tch", self.backends);
-        anyhow::ensure!(
-            self.samples > 0 && self.prompt_len > 0 && self.max_new_tokens > 0,
-            "--samples, --prompt-len and --max-new-tokens must be ≥ 1"
-        );
-        anyhow::ensure!(self.tolerance >= 0.0, "--tolerance must be ≥ 0");
+        let compiled: Vec<&str> = arl_core::BackendKind::ALL.iter().filter(|b| b.compiled_in()).map(|b| b.name()).collect();
+        let backends = self.backends.clone().unwrap_or_else(|| compiled.join(","));
+        let names: Vec<&str> = backends.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        if names.len() < 2 {
+            return Err(crate::usage!(
+                "--backends `{backends}`: name at least two backends to compare (this binary has {}; \
+                 rebuild with --features tch or cuda for more)",
+                compiled.join(", ")
+            ));
+        }
+        if self.samples == 0 || self.prompt_len == 0 || self.max_new_tokens == 0 {
+            return Err(crate::usage!("--samples, --prompt-len and --max-new-tokens must be ≥ 1"));
+        }
+        if self.tolerance.is_nan() || self.tolerance < 0.0 {
+            return Err(crate::usage!("--tolerance must be ≥ 0, got {}", self.tolerance));
+        }
         // Every device first: a backend that is not compiled in fails before any work.
         let devices = names.iter().map(|b| self.device.device(b)).collect::<anyhow::Result<Vec<_>>>()?;
 

@@ -1,5 +1,7 @@
 //! `arl eval`: evaluate a checkpoint (or preset) on an env's held-out split — pass@1 per
-//! task with counts and the overall pass@1 with its task-level bootstrap interval.
+//! task with counts and the overall pass@1 with its task-level bootstrap interval, every
+//! episode's response length and finish, and the tool statistics. Takes only the flags an
+//! evaluation reads (no training flags).
 
 use std::io::Write;
 
@@ -7,21 +9,27 @@ use arl_core::eval::Bootstrap;
 use arl_core::train::eval::evaluate;
 use arl_core::train::trainer::rollout_options;
 
-use super::RunArgs;
 use super::run::Built;
+use super::run_args::ConfigArgs;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  arl eval --env edit --model runs/edit/checkpoints/final\n  arl eval --env tools --model Qwen/Qwen3-0.6B --eval-n 8 --sandbox wasm"
+)]
 pub struct Eval {
     #[command(flatten)]
-    pub args: RunArgs,
+    pub config: ConfigArgs,
 }
 
 impl Eval {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let config = self.args.resolve_with_context()?;
+        let config = self.config.resolve_with_context(None)?;
+        if config.eval.n == 0 {
+            return Err(crate::usage!("--eval-n 0 evaluates nothing; pass --eval-n N with N ≥ 1"));
+        }
         let mut built = Built::new(&config)?;
-        for notice in &built.notices {
-            eprintln!("{notice}");
+        for note in &built.notes {
+            eprintln!("{note}");
         }
         let opts = rollout_options(&config, built.env.as_ref(), config.trainer.seed ^ 0xe7a1);
         let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };

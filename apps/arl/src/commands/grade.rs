@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use arl_core::config::SandboxConfig;
 use arl_core::registry::{self, SandboxPlugin};
 use arl_tasks::BugTask;
@@ -36,11 +36,16 @@ pub struct Grade {
 
 impl Grade {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let source =
-            std::fs::read_to_string(&self.source).with_context(|| format!("reading the candidate source {}", self.source.display()))?;
+        let source = super::read_input(&self.source, "--source")?;
         let tasks = load_tasks(&self.env, self.seed, self.plain_names, None)?;
         let Some(task) = tasks.iter().find(|t| t.id == self.task) else {
-            bail!("no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`", self.task, self.env, self.seed, self.env);
+            return Err(crate::usage!(
+                "no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`",
+                self.task,
+                self.env,
+                self.seed,
+                self.env
+            ));
         };
         let bug = BugTask::from_task(task)?;
         let config = SandboxConfig { name: self.sandbox.clone(), ..SandboxConfig::default() };

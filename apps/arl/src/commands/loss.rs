@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use arl_core::config::Overrides;
 use arl_core::registry::{self, LossPlugin};
 use arl_core::{Aggregation, RunConfig};
@@ -20,12 +19,12 @@ pub enum LossCommand {
 #[derive(Debug, clap::Args)]
 pub struct Eval {
     /// Registered loss (loss.name; `arl list`).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub loss: String,
     /// token-mean | token-sum | seq-mean-token-mean | seq-mean-token-sum | constant-horizon
     /// (loss.aggregation; default: the loss's own).
-    #[arg(long)]
-    pub agg: Option<String>,
+    #[arg(long, value_name = "NAME")]
+    pub aggregation: Option<String>,
     /// A loss setting, with the run config's key: --set loss.clip_high=0.28 (the `loss.`
     /// prefix may be left out). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -34,6 +33,34 @@ pub struct Eval {
     /// optionally ref_log_prob, behavior_log_prob, entropy.
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
+}
+
+/// Every array is `[rows][tokens]` with the shape of `log_prob` (at least one row and token).
+fn check_shapes(b: &Batch) -> Result<(), String> {
+    let rows = b.log_prob.len();
+    let tokens = b.log_prob.first().map_or(0, Vec::len);
+    if rows == 0 || tokens == 0 {
+        return Err("log_prob must have at least one row and one token".into());
+    }
+    let arrays = [
+        ("log_prob", Some(&b.log_prob)),
+        ("old_log_prob", Some(&b.old_log_prob)),
+        ("advantages", Some(&b.advantages)),
+        ("mask", Some(&b.mask)),
+        ("ref_log_prob", b.ref_log_prob.as_ref()),
+        ("behavior_log_prob", b.behavior_log_prob.as_ref()),
+        ("entropy", b.entropy.as_ref()),
+    ];
+    for (name, array) in arrays {
+        let Some(a) = array else { continue };
+        if a.len() != rows {
+            return Err(format!("{name} has {} rows, log_prob has {rows}", a.len()));
+        }
+        if let Some((i, r)) = a.iter().enumerate().find(|(_, r)| r.len() != tokens) {
+            return Err(format!("{name} row {i} has {} tokens, log_prob rows have {tokens}", r.len()));
+        }
+    }
+    Ok(())
 }
 
 /// `--set` keys relative to `section` (`clip_high=…` means `loss.clip_high=…`).
@@ -51,17 +78,18 @@ impl LossCommand {
         let LossCommand::Eval(eval) = self;
         let mut o = section_overrides("loss", &eval.set)?;
         o.set("loss.name", eval.loss.clone());
-        if let Some(agg) = &eval.agg {
-            agg.parse::<Aggregation>().map_err(anyhow::Error::msg)?;
+        if let Some(agg) = &eval.aggregation {
+            agg.parse::<Aggregation>().map_err(|e| crate::usage!("--aggregation {agg}: {e}"))?;
             o.set("loss.aggregation", agg.clone());
         }
         let config = RunConfig::load(None, &o)?.loss;
         let plugin = registry::get::<LossPlugin>(&config.name)?;
         let loss = (plugin.build)(&config)?;
-        let text = std::fs::read_to_string(&eval.input).with_context(|| format!("reading {}", eval.input.display()))?;
-        let batch: Batch = serde_json::from_str(&text).with_context(|| format!("batch file {}", eval.input.display()))?;
+        let text = super::read_input(&eval.input, "--input")?;
+        let batch: Batch = serde_json::from_str(&text).map_err(|e| crate::usage!("batch file {}: {e}", eval.input.display()))?;
+        check_shapes(&batch).map_err(|e| crate::usage!("batch file {}: {e}", eval.input.display()))?;
         let result = evaluate(loss.as_ref(), config.aggregation, config.horizon, &batch)
-            .with_context(|| format!("evaluating loss `{}` on {}", config.name, eval.input.display()))?;
+            .map_err(|e| crate::usage!("evaluating loss `{}` on {}: {e}", config.name, eval.input.display()))?;
         writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
         Ok(())
     }

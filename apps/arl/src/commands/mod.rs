@@ -27,6 +27,7 @@ use std::io::Write;
 
 pub use advantages::Advantages;
 pub use bench::Bench;
+pub use chat_codec::tokenizer_dir;
 pub use config::ConfigCommand;
 pub use convert::Convert;
 pub use crosscheck::Crosscheck;
@@ -39,7 +40,7 @@ pub use model_args::ModelArgs;
 pub use render::Render;
 pub use results::ResultsCommand;
 pub use run::Run;
-pub use run_args::RunArgs;
+pub use run_args::{ConfigArgs, TrainArgs};
 pub use sandbox::SandboxCommand;
 pub use score::Score;
 pub use tasks::Tasks;
@@ -107,4 +108,14 @@ impl Command {
             Command::Crosscheck(cmd) => cmd.execute(out),
         }
     }
+}
+
+/// Read an input file named by `flag`: a path that is missing or not a file is a usage error
+/// (exit 2), any other I/O failure a runtime one; both name the path.
+pub fn read_input(path: &std::path::Path, flag: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    if !path.is_file() {
+        return Err(crate::usage!("{flag} {}: no such file", path.display()));
+    }
+    std::fs::read_to_string(path).with_context(|| format!("{flag} {}: cannot read", path.display()))
 }

@@ -1,9 +1,13 @@
 //! Progress of long stages (rollouts, updates, evaluations) on stderr: a bar redrawn in place
 //! on a terminal; otherwise plain lines, one when a stage ends and at most one every
-//! [`PLAIN_EVERY`] while it runs, so logs of long GPU runs show life without flooding.
+//! [`PLAIN_EVERY`] while it runs, so logs of long GPU runs show life without flooding. A
+//! stage's time runs from its first report (the trainer reports `0/total` when it starts)
+//! and prints as `metrics::duration` does (`2.9s`, `1m05s`).
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
+
+use arl_core::train::metrics::duration;
 
 pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
@@ -38,11 +42,11 @@ impl<W: Write> Progress<W> {
             self.stage_start = now;
             self.last_line = None;
         }
-        let secs = now.duration_since(self.stage_start).as_secs_f64();
+        let secs = duration(now.duration_since(self.stage_start).as_secs_f64());
         if self.terminal {
             let width = 24;
             let filled = (width * done).checked_div(total).unwrap_or(width).min(width);
-            let _ = write!(self.out, "\r\x1b[K{stage} [{}{}] {done}/{total} {secs:.0}s", "#".repeat(filled), ".".repeat(width - filled));
+            let _ = write!(self.out, "\r\x1b[K{stage} [{}{}] {done}/{total} {secs}", "#".repeat(filled), ".".repeat(width - filled));
             if done >= total {
                 let _ = write!(self.out, "\r\x1b[K");
             }
@@ -51,7 +55,7 @@ impl<W: Write> Progress<W> {
         }
         let due = self.last_line.is_none_or(|t| now.duration_since(t) >= PLAIN_EVERY) && done > 0;
         if done >= total || due {
-            let _ = writeln!(self.out, "{stage}: {done}/{total} ({secs:.0}s)");
+            let _ = writeln!(self.out, "{stage}: {done}/{total} ({secs})");
             self.last_line = Some(now);
         }
     }
@@ -65,15 +69,18 @@ mod tests {
     fn plain_lines_at_the_end_of_a_stage_and_at_most_every_thirty_seconds() {
         let mut p = Progress::new(Vec::new(), false);
         let t0 = Instant::now();
-        p.update_at("step 1 rollout", 0, 8, t0);
-        p.update_at("step 1 rollout", 2, 8, t0 + Duration::from_secs(1));
-        p.update_at("step 1 rollout", 3, 8, t0 + Duration::from_secs(10));
-        p.update_at("step 1 rollout", 5, 8, t0 + Duration::from_secs(31));
-        p.update_at("step 1 rollout", 8, 8, t0 + Duration::from_secs(32));
-        p.update_at("step 1 update", 0, 1, t0 + Duration::from_secs(32));
-        p.update_at("step 1 update", 1, 1, t0 + Duration::from_secs(40));
+        p.update_at("step 1/20 rollout", 0, 8, t0);
+        p.update_at("step 1/20 rollout", 2, 8, t0 + Duration::from_secs(1));
+        p.update_at("step 1/20 rollout", 3, 8, t0 + Duration::from_secs(10));
+        p.update_at("step 1/20 rollout", 5, 8, t0 + Duration::from_secs(31));
+        p.update_at("step 1/20 rollout", 8, 8, t0 + Duration::from_secs(92));
+        p.update_at("step 1/20 update", 0, 1, t0 + Duration::from_secs(92));
+        p.update_at("step 1/20 update", 1, 1, t0 + Duration::from_millis(94_900));
         let text = String::from_utf8(p.out).unwrap();
-        assert_eq!(text, "step 1 rollout: 2/8 (1s)\nstep 1 rollout: 5/8 (31s)\nstep 1 rollout: 8/8 (32s)\nstep 1 update: 1/1 (8s)\n");
+        assert_eq!(
+            text,
+            "step 1/20 rollout: 2/8 (1.0s)\nstep 1/20 rollout: 5/8 (31.0s)\nstep 1/20 rollout: 8/8 (1m32s)\nstep 1/20 update: 1/1 (2.9s)\n"
+        );
     }
 
     #[test]
@@ -83,8 +90,8 @@ mod tests {
         p.update_at("eval", 1, 4, t0);
         p.update_at("eval", 4, 4, t0);
         let text = String::from_utf8(p.out).unwrap();
-        assert!(text.starts_with("\r\x1b[Keval [######..................] 1/4 0s"), "{text:?}");
-        assert!(text.ends_with("4/4 0s\r\x1b[K"), "{text:?}");
+        assert!(text.starts_with("\r\x1b[Keval [######..................] 1/4 0.0s"), "{text:?}");
+        assert!(text.ends_with("4/4 0.0s\r\x1b[K"), "{text:?}");
         assert!(!text.contains('\n'));
     }
 }

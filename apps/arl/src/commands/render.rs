@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use arl_chat::HfChatCodec;
 use serde_json::{Value, json};
 
@@ -42,9 +41,9 @@ impl Render {
 }
 
 fn read_array(path: &Path, flag: &str) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{flag} {}: cannot read", path.display()))?;
-    match serde_json::from_str(&text).with_context(|| format!("{flag} {}: not valid JSON", path.display()))? {
+    let text = super::read_input(path, flag)?;
+    match serde_json::from_str(&text).map_err(|e| crate::usage!("{flag} {}: not valid JSON: {e}", path.display()))? {
         Value::Array(items) => Ok(items),
-        _ => anyhow::bail!("{flag} {}: expected a JSON array", path.display()),
+        _ => Err(crate::usage!("{flag} {}: expected a JSON array", path.display())),
     }
 }

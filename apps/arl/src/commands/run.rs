@@ -1,7 +1,8 @@
-//! `arl run`: resolve and validate the run configuration, build every piece by name, and
-//! train (arl-core's `train::trainer`), writing metrics, checkpoints and `results.json` into
-//! `output.dir` with the console log beside them (`run.log`). `--smoke` checks instead of
-//! training (smoke.rs).
+//! `arl run`: resolve and validate the run configuration, check the run folder, build every
+//! piece by name, and only then claim the folder and train (arl-core's `train::trainer`),
+//! writing metrics, checkpoints and `results.json` into `output.dir` with the console log
+//! beside them (`run.log`). A start that fails at any point before training changes nothing
+//! in the folder. `--smoke` checks instead of training (smoke.rs).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,70 +11,108 @@ use anyhow::Context;
 use arl_chat::HfChatCodec;
 use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
+use arl_core::train::run_dir::{self, RunFile, Start};
 use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
+use arl_qwen3::hub::Source;
 use arl_qwen3::{QwenPolicy, QwenTrainer};
 
-use super::RunArgs;
+use super::run_args::{ConfigArgs, TrainArgs};
+
+const EXAMPLES: &str = "\
+Examples:
+  arl run                                         the default configuration, end to end
+  arl run --env edit --model Qwen/Qwen3-0.6B --steps 50 --out runs/edit
+  arl run --config run.toml --set loss.clip_high=0.28 --set trainer.lr=3e-6
+  arl run --algo dapo --env tools --sandbox wasm --out runs/dapo
+  arl run --out runs/edit --resume                continue a killed run (same flags)
+  arl run --out runs/edit --overwrite             replace the run in runs/edit
+  arl run --env tools --smoke                     check the template and tools, no training
+  arl config show --algo dapo                     what a run would use, as TOML";
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Run {
     #[command(flatten)]
-    pub args: RunArgs,
+    pub config: ConfigArgs,
+    #[command(flatten, next_help_heading = "Training")]
+    pub train: TrainArgs,
+    /// Replace the run in --out: its files (run.json, config.toml, run.log, metrics.jsonl,
+    /// results.json, checkpoints/) are removed once the new run has loaded; other files stay.
+    #[arg(long, conflicts_with = "resume")]
+    pub overwrite: bool,
     /// Check the chat template and the tools, run --smoke-n held-out episodes, print
-    /// transcripts and tool counters, and exit without training (smoke.rs).
-    #[arg(long)]
+    /// transcripts and tool counters, and exit without training (writes only smoke.json).
+    #[arg(long, conflicts_with_all = ["resume", "overwrite"])]
     pub smoke: bool,
     /// Held-out episodes of --smoke.
-    #[arg(long, default_value_t = 4, requires = "smoke")]
-    pub smoke_n: usize,
+    #[arg(long, default_value_t = 4, requires = "smoke", value_parser = clap::value_parser!(u32).range(1..))]
+    pub smoke_n: u32,
 }
 
 impl Run {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let config = self.args.resolve_with_context()?;
+        let config = self.config.resolve_with_context(Some(&self.train))?;
         let out_dir = PathBuf::from(&config.output.dir);
-        std::fs::create_dir_all(&out_dir).with_context(|| format!("creating output directory {}", out_dir.display()))?;
-        if !config.trainer.resume {
-            // A resumed run keeps the file of the run it continues (same config but `resume`).
-            std::fs::write(out_dir.join("config.toml"), config.to_toml())?;
+        if self.smoke {
+            let Built { env, codec, mut policy, notes, .. } = Built::new(&config)?;
+            let mut log = |line: &str| {
+                let _ = writeln!(out, "{line}");
+            };
+            log(&header(&config, &format!("smoke (no training, {})", arl_core::train::trainer::plural(self.smoke_n as usize, "episode"))));
+            notes.iter().for_each(|n| log(n));
+            std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+            return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n as usize, &out_dir, &mut log);
         }
-        // A resumed run continues the console log of the run it continues.
+        // Read only: refuse another run's folder, or a resume that cannot continue, before loading.
+        let start = run_dir::check_start(&out_dir, &config, self.overwrite)?;
+        let Built { env, codec, loss, advantage, mut policy, notes } = Built::new(&config)?;
+        let reference = load_reference(&config)?;
+        let policy_device = TrainablePolicy::device(&policy);
+
+        let run_id = match &start {
+            Start::Resume { run_id: Some(id), .. } => id.clone(),
+            _ => run_dir::new_run_id(),
+        };
+        let meta = RunMeta {
+            arl_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: crate::GIT_COMMIT.map(str::to_string),
+            run_id: run_id.clone(),
+            model_dir: model_dir(&config.model.source),
+            model_snapshot: model_dir(&config.model.source).and_then(|d| arl_core::hub::snapshot_revision(std::path::Path::new(&d))),
+            tokenizer: Some(absolute(codec.dir())),
+            device: format!("{policy_device:?}"),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        };
+        let run_file = RunFile {
+            run_id,
+            started_unix: meta.started_unix,
+            arl_version: meta.arl_version.clone(),
+            git_commit: meta.git_commit.clone(),
+            command: meta.command.clone(),
+        };
+        // Everything loaded: now the folder is this run's.
+        run_dir::claim(&out_dir, &start, &run_file, &config)?;
+        let resumed = matches!(start, Start::Resume { .. });
         let log_path = out_dir.join("run.log");
         let mut log_file = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
-            .append(config.trainer.resume)
-            .truncate(!config.trainer.resume)
+            .append(resumed)
+            .truncate(!resumed)
             .open(&log_path)
             .with_context(|| format!("opening {}", log_path.display()))?;
-
-        let Built { env, codec, loss, advantage, mut policy, notices } = Built::new(&config)?;
-        let reference = if self.smoke { None } else { load_reference(&config)? };
-        let policy_device = TrainablePolicy::device(&policy);
-
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
             let _ = writeln!(log_file, "{line}");
         };
-        log(&format!(
-            "arl run: env={} loss={} advantage={} sandbox={} model={} backend={} {} → {}",
-            config.env.name,
-            config.loss.name,
-            config.advantage.name,
-            config.sandbox.name,
-            config.model.source,
-            config.model.backend,
-            if self.smoke { format!("smoke (no training, {} episodes)", self.smoke_n) } else { format!("steps={}", config.trainer.steps) },
-            out_dir.display()
-        ));
-        for notice in &notices {
-            log(notice);
+        log(&header(&config, &format!("steps={}", config.trainer.steps)));
+        if let Start::Overwrite { files } = &start {
+            log(&format!("overwrote the previous run's {}", files.join(", ")));
         }
-        if self.smoke {
-            return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n, &out_dir, &mut log);
-        }
+        notes.iter().for_each(|n| log(n));
         let parts = Parts {
             env: env.as_ref(),
             codec: &codec,
@@ -84,43 +123,76 @@ impl Run {
         };
         let mut bar = super::progress::Progress::stderr();
         let mut progress = |stage: &str, done: usize, total: usize| bar.update(stage, done, total);
-        let meta = RunMeta {
-            arl_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: git_commit(),
-            device: format!("{:?}", policy_device),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        };
         train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
         Ok(())
     }
 }
 
-/// Every piece of a run, built by name from the config.
+fn header(config: &RunConfig, what: &str) -> String {
+    format!(
+        "arl run: env={} loss={} advantage={} sandbox={} model={} backend={} {what} → {}",
+        config.env.name,
+        config.loss.name,
+        config.advantage.name,
+        config.sandbox.name,
+        config.model.source,
+        config.model.backend,
+        config.output.dir
+    )
+}
+
+fn absolute(path: &std::path::Path) -> String {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf()).display().to_string()
+}
+
+/// The directory the weights come from (`None` for a random-weights preset).
+fn model_dir(source: &str) -> Option<String> {
+    match arl_qwen3::hub::resolve(source) {
+        Ok(Source::Dir(dir)) => Some(absolute(&dir)),
+        _ => None,
+    }
+}
+
+/// Every piece of a run, built by name from the config, with what is worth telling the user
+/// (`notes`: a random-weights model, budgets some prompts exceed).
 pub struct Built {
     pub env: Box<dyn Env>,
     pub codec: HfChatCodec,
     pub loss: Box<dyn PolicyLoss>,
     pub advantage: Box<dyn AdvantageFn>,
     pub policy: QwenTrainer,
-    /// Lines for the console about choices arl made (the chat template).
-    pub notices: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 impl Built {
+    /// Everything but the weights is checked first (the env, the tokenizer, the token budgets
+    /// against the real prompts), then the model loads and its vocabulary is checked against
+    /// the tokenizer.
     pub fn new(config: &RunConfig) -> anyhow::Result<Self> {
         let sandbox = (registry::get::<SandboxPlugin>(&config.sandbox.name)?.build)(&config.sandbox)?;
         let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
         let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
         let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
-        let (codec, notice) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
+        let (codec, template_note) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
+        let mut notes = arl_core::train::preflight::preflight(config, env.as_ref(), &codec)?.warnings;
+        notes.extend(template_note);
+        if let Ok(Source::Preset(name)) = arl_qwen3::hub::resolve(&config.model.source) {
+            notes.insert(
+                0,
+                format!(
+                    "note: model `{name}` is a preset with random weights: it cannot learn, so this shows the pipeline working, \
+                     not a model improving; pass a checkpoint with --model"
+                ),
+            );
+        }
         let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
         let optim =
             OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
         let policy =
             QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
                 .with_context(|| format!("loading model `{}`", config.model.source))?;
-        Ok(Self { env, codec, loss, advantage, policy, notices: notice.into_iter().collect() })
+        super::chat_codec::check_vocab(&codec, policy.model().config.vocab_size, &config.model)?;
+        Ok(Self { env, codec, loss, advantage, policy, notes })
     }
 }
 
@@ -135,10 +207,4 @@ fn load_reference(config: &RunConfig) -> anyhow::Result<Option<QwenPolicy>> {
     let reference =
         QwenPolicy::load_as(source, &device, config.model.dtype).with_context(|| format!("loading the reference model `{source}`"))?;
     Ok(Some(reference))
-}
-
-/// The source tree's commit, when `git` and a checkout are there.
-fn git_commit() -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -1,92 +1,139 @@
-//! The flags shared by every command that resolves a run configuration (`run`,
-//! `config show`). Each flag is shorthand for one config key; `--set` reaches any key.
+//! The flags of the commands that resolve a run configuration. Each flag is shorthand for one
+//! config key, named after it, with the key and its default in the help; `--set` reaches any
+//! key. [`ConfigArgs`] are what every such command reads (`run`, `eval`, `config show`);
+//! [`TrainArgs`] only training reads (`run`, `config show`), so `arl eval` does not accept them.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use anyhow::Context;
 use arl_core::RunConfig;
 use arl_core::config::Overrides;
 
+/// `about (key) [default: value]`, the value read from [`RunConfig::default`] so the help
+/// never drifts from the code.
+pub fn key_help(about: &str, key: &str) -> String {
+    static DEFAULTS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    let defaults = DEFAULTS.get_or_init(|| {
+        let mut out = BTreeMap::new();
+        let value = toml::Value::try_from(RunConfig::default()).expect("the default config serializes");
+        flatten("", &value, &mut out);
+        out
+    });
+    match defaults.get(key) {
+        Some(v) => format!("{about} ({key}) [default: {v}]"),
+        None => format!("{about} ({key}) [default: unset]"),
+    }
+}
+
+fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                flatten(&if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") }, v, out);
+            }
+        }
+        toml::Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+/// Flags every command that resolves a run configuration takes.
 #[derive(Debug, Default, clap::Args)]
-pub struct RunArgs {
-    /// TOML run configuration; flags and --set override it.
-    #[arg(long, value_name = "FILE")]
+pub struct ConfigArgs {
+    #[arg(long, value_name = "FILE", help = "TOML run configuration (`arl config show` prints one); flags and --set override it")]
     pub config: Option<PathBuf>,
-    /// Algorithm preset (algo; `arl list`): sets loss, advantage and clip keys beneath the
-    /// config file, the other flags and --set.
-    #[arg(long)]
-    pub algo: Option<String>,
-    /// Environment (env.name).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME", help = key_help("Environment (`arl list`)", "env.name"))]
     pub env: Option<String>,
-    /// Policy loss (loss.name).
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// Advantage estimator (advantage.name).
-    #[arg(long)]
-    pub advantage: Option<String>,
-    /// Sandbox for model-written code (sandbox.name).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME", help = key_help("Sandbox for model-written code (`arl list`)", "sandbox.name"))]
     pub sandbox: Option<String>,
-    /// Model directory, Hugging Face repo id (local cache only) or preset (model.source).
-    #[arg(long)]
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        help = key_help("Model: a directory, a Hugging Face repo id in the local cache (never downloaded) or a preset", "model.source")
+    )]
     pub model: Option<String>,
-    /// cpu | cuda | tch | tch-cuda (model.backend).
-    #[arg(long)]
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = key_help("Directory with tokenizer.json and the chat template; unset: the model's own (a preset's documented one)", "model.tokenizer")
+    )]
+    pub tokenizer: Option<String>,
+    #[arg(long, value_name = "BACKEND", help = key_help("cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in)", "model.backend"))]
     pub backend: Option<String>,
-    /// GPU ordinal (model.device_index).
-    #[arg(long)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("GPU ordinal for cuda and tch-cuda", "model.device_index"))]
     pub device_index: Option<i64>,
-    /// f32 | bf16 | f16 (model.dtype).
-    #[arg(long)]
+    #[arg(long, value_name = "DTYPE", help = key_help("f32 | bf16 | f16: weights and compute (logprobs always f32)", "model.dtype"))]
     pub dtype: Option<String>,
-    /// Training steps (trainer.steps).
-    #[arg(long)]
-    pub steps: Option<i64>,
-    /// Episodes per task per step (trainer.group_size).
-    #[arg(long)]
-    pub group_size: Option<i64>,
-    /// Tasks per step (trainer.prompts).
-    #[arg(long)]
-    pub prompts: Option<i64>,
-    /// Learning rate (trainer.lr).
-    #[arg(long)]
-    pub lr: Option<f64>,
-    /// Rows per micro-batch (trainer.micro).
-    #[arg(long)]
-    pub micro: Option<i64>,
-    /// Episodes decoded at once (trainer.gen_batch).
-    #[arg(long)]
-    pub gen_batch: Option<i64>,
-    /// Seed of the trainer (trainer.seed).
-    #[arg(long)]
-    pub seed: Option<i64>,
-    /// New tokens per assistant turn (sampling.max_new_tokens).
-    #[arg(long)]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help = key_help("New tokens per assistant turn; unset: the env's own", "sampling.max_new_tokens")
+    )]
     pub max_new_tokens: Option<i64>,
-    /// Assistant turns per episode (env.max_turns).
-    #[arg(long)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Assistant turns per episode", "env.max_turns"))]
     pub max_turns: Option<i64>,
-    /// Episodes per held-out task in evaluation (eval.n).
-    #[arg(long)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Episodes per held-out task in evaluation (0: none)", "eval.n"))]
     pub eval_n: Option<i64>,
-    /// Output directory (output.dir).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<String>,
-    /// Continue from the last checkpoint in --out (trainer.resume).
-    #[arg(long)]
-    pub resume: bool,
-    /// Set any config key, e.g. --set loss.clip_high=0.28 (repeatable, applied last).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Seed of the task order, the sampler and the bootstrap", "trainer.seed"))]
+    pub seed: Option<i64>,
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help = key_help("Episodes decoded at once; unset: all at once", "trainer.gen_batch")
+    )]
+    pub gen_batch: Option<i64>,
+    #[arg(
+        long = "set",
+        value_name = "KEY=VALUE",
+        help = "Set any config key, e.g. --set loss.clip_high=0.28 (repeatable, applied last; `arl config schema` lists the keys)"
+    )]
     pub set: Vec<String>,
 }
 
-impl RunArgs {
-    /// Defaults ← --algo preset ← --config ← flags ← --set, then validated against the
-    /// registry. The preset only fills keys nothing else set (`algo` itself follows the
-    /// usual order: --set algo=… beats --algo, which beats the file's `algo`).
-    pub fn resolve(&self) -> anyhow::Result<RunConfig> {
-        let mut o = Overrides::default();
+/// Flags only training reads.
+#[derive(Debug, Default, clap::Args)]
+pub struct TrainArgs {
+    #[arg(
+        long,
+        value_name = "NAME",
+        help = key_help("Algorithm preset (`arl list`): sets loss, advantage and clip keys beneath every key you set", "algo")
+    )]
+    pub algo: Option<String>,
+    #[arg(long, value_name = "NAME", help = key_help("Policy loss (`arl list`)", "loss.name"))]
+    pub loss: Option<String>,
+    #[arg(long, value_name = "NAME", help = key_help("Advantage estimator (`arl list`)", "advantage.name"))]
+    pub advantage: Option<String>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Training steps", "trainer.steps"))]
+    pub steps: Option<i64>,
+    #[arg(long, value_name = "G", allow_negative_numbers = true, help = key_help("Episodes per task per step", "trainer.group_size"))]
+    pub group_size: Option<i64>,
+    #[arg(long, value_name = "P", allow_negative_numbers = true, help = key_help("Tasks per step", "trainer.prompts"))]
+    pub prompts: Option<i64>,
+    #[arg(long, value_name = "LR", allow_negative_numbers = true, help = key_help("Peak learning rate", "trainer.lr"))]
+    pub lr: Option<f64>,
+    #[arg(
+        long,
+        value_name = "ROWS",
+        allow_negative_numbers = true,
+        help = key_help("Rows per micro-batch; unset: a whole minibatch at once", "trainer.micro")
+    )]
+    pub micro: Option<i64>,
+    #[arg(long, value_name = "DIR", help = key_help("Run folder", "output.dir"))]
+    pub out: Option<String>,
+    #[arg(long, help = key_help("Continue the run in --out from its last checkpoint, with the same settings", "trainer.resume"))]
+    pub resume: bool,
+}
+
+impl ConfigArgs {
+    fn overrides(&self, o: &mut Overrides) {
         macro_rules! flag {
             ($field:ident => $key:literal) => {
                 if let Some(v) = &self.$field {
@@ -94,29 +141,47 @@ impl RunArgs {
                 }
             };
         }
-        flag!(algo => "algo");
         flag!(env => "env.name");
-        flag!(loss => "loss.name");
-        flag!(advantage => "advantage.name");
         flag!(sandbox => "sandbox.name");
         flag!(model => "model.source");
+        flag!(tokenizer => "model.tokenizer");
         flag!(backend => "model.backend");
         flag!(device_index => "model.device_index");
         flag!(dtype => "model.dtype");
-        flag!(steps => "trainer.steps");
-        flag!(group_size => "trainer.group_size");
-        flag!(prompts => "trainer.prompts");
-        flag!(lr => "trainer.lr");
-        flag!(micro => "trainer.micro");
-        flag!(gen_batch => "trainer.gen_batch");
-        flag!(seed => "trainer.seed");
         flag!(max_new_tokens => "sampling.max_new_tokens");
         flag!(max_turns => "env.max_turns");
         flag!(eval_n => "eval.n");
-        flag!(out => "output.dir");
-        if self.resume {
-            o.set("trainer.resume", true);
+        flag!(seed => "trainer.seed");
+        flag!(gen_batch => "trainer.gen_batch");
+    }
+
+    /// Defaults ← --algo preset ← --config ← flags ← --set, then validated
+    /// ([`RunConfig::validate`]). The preset only fills keys nothing else set (`algo` itself
+    /// follows the usual order: --set algo=… beats --algo, which beats the file's `algo`).
+    pub fn resolve(&self, train: Option<&TrainArgs>) -> anyhow::Result<RunConfig> {
+        let mut o = Overrides::default();
+        if let Some(t) = train {
+            macro_rules! flag {
+                ($field:ident => $key:literal) => {
+                    if let Some(v) = &t.$field {
+                        o.set($key, v.clone());
+                    }
+                };
+            }
+            flag!(algo => "algo");
+            flag!(loss => "loss.name");
+            flag!(advantage => "advantage.name");
+            flag!(steps => "trainer.steps");
+            flag!(group_size => "trainer.group_size");
+            flag!(prompts => "trainer.prompts");
+            flag!(lr => "trainer.lr");
+            flag!(micro => "trainer.micro");
+            flag!(out => "output.dir");
+            if t.resume {
+                o.set("trainer.resume", true);
+            }
         }
+        self.overrides(&mut o);
         for arg in &self.set {
             o.push_set(arg)?;
         }
@@ -126,10 +191,10 @@ impl RunArgs {
     }
 
     /// As [`resolve`](Self::resolve), with the config file named in the error context.
-    pub fn resolve_with_context(&self) -> anyhow::Result<RunConfig> {
+    pub fn resolve_with_context(&self, train: Option<&TrainArgs>) -> anyhow::Result<RunConfig> {
         match &self.config {
-            Some(path) => self.resolve().with_context(|| format!("run configuration {}", path.display())),
-            None => self.resolve(),
+            Some(path) => self.resolve(train).with_context(|| format!("run configuration {}", path.display())),
+            None => self.resolve(train),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use arl_core::config::SandboxConfig;
 use arl_core::registry::{self, SandboxPlugin};
 use arl_core::{Job, JobFile};
@@ -40,12 +40,12 @@ impl SandboxCommand {
 
 impl SandboxRun {
     fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        if self.timeout.is_nan() || self.timeout <= 0.0 {
-            bail!("--timeout must be greater than 0, got {}", self.timeout);
+        if !(self.timeout > 0.0 && self.timeout <= 86_400.0) {
+            return Err(crate::usage!("--timeout {}: must be > 0 and ≤ 86400 seconds", self.timeout));
         }
         let entry = self.file.file_name().and_then(|n| n.to_str()).map(str::to_string);
         let Some(entry) = entry.filter(|_| self.file.is_file()) else {
-            bail!("{} is not a file; pass the Python file to run", self.file.display());
+            return Err(crate::usage!("{} is not a file; pass the Python file to run", self.file.display()));
         };
         let dir = self.file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let files = sibling_files(dir)?;
@@ -72,8 +72,8 @@ impl SandboxRun {
 fn sibling_files(dir: &Path) -> anyhow::Result<Vec<JobFile>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
+        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+        let meta = entry.metadata().with_context(|| format!("reading {}", entry.path().display()))?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
         if !meta.is_file() || meta.len() > 1 << 20 {
             continue;

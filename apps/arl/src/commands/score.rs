@@ -6,7 +6,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use arl_qwen3::score;
 use serde::Deserialize;
 
@@ -31,14 +30,42 @@ struct Input {
     positions: Option<Vec<Vec<usize>>>,
 }
 
+/// At least one sequence, none empty; per row, positions in `1..len`; with `vocab`, every id
+/// in the vocabulary.
+fn check(sequences: &[Vec<u32>], positions: &[Vec<usize>], vocab: Option<usize>) -> Result<(), String> {
+    if sequences.is_empty() {
+        return Err("`sequences` is empty; give at least one sequence of token ids".into());
+    }
+    if positions.len() != sequences.len() {
+        return Err(format!("{} position lists for {} sequences", positions.len(), sequences.len()));
+    }
+    for (r, (s, ts)) in sequences.iter().zip(positions).enumerate() {
+        if s.is_empty() {
+            return Err(format!("sequence {r} is empty"));
+        }
+        if let Some(&t) = ts.iter().find(|&&t| t == 0 || t >= s.len()) {
+            return Err(format!("sequence {r}: position {t} is not in 1..{} (position t scores token t given those before it)", s.len()));
+        }
+        if let Some(v) = vocab
+            && let Some(&id) = s.iter().find(|&&id| id as usize >= v)
+        {
+            return Err(format!("sequence {r}: token id {id} is outside the model's vocabulary (size {v})"));
+        }
+    }
+    Ok(())
+}
+
 impl Score {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let text = std::fs::read_to_string(&self.input).with_context(|| format!("reading {}", self.input.display()))?;
-        let input: Input = serde_json::from_str(&text)
-            .with_context(|| format!("{}: expected {{\"sequences\": [[id, …]], \"positions\"?: [[t, …]]}}", self.input.display()))?;
+        let text = super::read_input(&self.input, "--input")?;
+        let input: Input = serde_json::from_str(&text).map_err(|e| {
+            crate::usage!("{}: {e} (expected {{\"sequences\": [[id, …]], \"positions\"?: [[t, …]]}})", self.input.display())
+        })?;
+        let positions = input.positions.unwrap_or_else(|| score::all_positions(&input.sequences));
+        check(&input.sequences, &positions, None).map_err(|e| crate::usage!("{}: {e}", self.input.display()))?;
         let device = self.model.device()?;
         let model = self.model.load_on(&device)?;
-        let positions = input.positions.unwrap_or_else(|| score::all_positions(&input.sequences));
+        check(&input.sequences, &positions, Some(model.config.vocab_size)).map_err(|e| crate::usage!("{}: {e}", self.input.display()))?;
         let scored = score::score(&model, &input.sequences, Some(&positions), self.entropy)?;
         let width = input.sequences.iter().map(Vec::len).max().unwrap_or(0);
         let rows = |t: burn::tensor::Tensor<burn::Dispatch, 2>| -> Vec<Vec<f32>> {

@@ -12,7 +12,7 @@ use arl_core::chat::ChatCodec;
 use arl_core::policy::Policy;
 use arl_core::toolcall::parse_turn;
 use arl_core::train::rollout::rollout;
-use arl_core::train::trainer::rollout_options;
+use arl_core::train::trainer::{plural, rollout_options};
 use arl_core::{Env, RunConfig, Split, Step, Task, ToolOutcome};
 use serde_json::{Value, json};
 
@@ -30,10 +30,10 @@ pub fn smoke(
     log: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
     if n == 0 {
-        bail!("--smoke-n must be ≥ 1");
+        return Err(crate::usage!("--smoke-n must be ≥ 1"));
     }
-    let self_check = codec.self_check().context("chat self-check")?;
-    log(&format!("smoke: chat self-check: {self_check}"));
+    let self_check = codec.self_check()?;
+    log(&format!("smoke: {self_check}"));
 
     let heldout = env.tasks(Split::Heldout)?;
     let Some(first) = heldout.first() else { bail!("env `{}` has no held-out tasks to smoke-test", config.env.name) };
@@ -52,7 +52,7 @@ pub fn smoke(
 
     let specs: Vec<(Task, usize)> = (0..n).map(|i| (heldout[i % heldout.len()].clone(), i)).collect();
     let opts = rollout_options(config, env, config.trainer.seed ^ 0x5e0c);
-    log(&format!("smoke: {n} held-out episodes (sandbox {})", config.sandbox.name));
+    log(&format!("smoke: {} (sandbox {})", plural(n, "held-out episode"), config.sandbox.name));
     let (episodes, stats) = rollout(env, codec, policy, &specs, &opts, &mut |_, _| {})?;
     let mut rows = Vec::new();
     for (i, e) in episodes.iter().enumerate() {
@@ -79,8 +79,10 @@ pub fn smoke(
     }
     let mean = episodes.iter().map(|e| e.reward).sum::<f64>() / episodes.len() as f64;
     log(&format!(
-        "smoke: done: mean reward {mean:.3} over {n} episodes, {} tokens generated in {:.1} s; no training",
-        stats.generated_tokens, stats.seconds
+        "smoke: done: mean reward {mean:.3} over {}, {} tokens generated in {:.1} s; no training",
+        plural(n, "episode"),
+        stats.generated_tokens,
+        stats.seconds
     ));
     let doc = json!({
         "sandbox": config.sandbox.name,
@@ -92,7 +94,8 @@ pub fn smoke(
         "episodes": rows,
         "mean_reward": mean,
     });
-    std::fs::write(out_dir.join("smoke.json"), serde_json::to_string_pretty(&doc)?)?;
+    let path = out_dir.join("smoke.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -120,7 +123,7 @@ fn check_schemas(env: &dyn Env, codec: &dyn ChatCodec, task: &Task) -> anyhow::R
 /// any `env.max_turns` ≥ 2 and `max_calls_per_turn` ≥ 2 will do); each call must succeed.
 fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::Result<Vec<String>> {
     if config.env.max_turns < 2 || config.env.max_calls_per_turn < 2 {
-        bail!("--smoke's scripted tool calls need env.max_turns ≥ 2 and env.max_calls_per_turn ≥ 2");
+        return Err(crate::usage!("--smoke's scripted tool calls need env.max_turns ≥ 2 and env.max_calls_per_turn ≥ 2"));
     }
     let function = task.data["function"].as_str().context("the tools task has no `function`")?;
     let src = format!("/repo/{function}.py");

@@ -16,6 +16,7 @@ pub struct Tasks {
     /// Registered env name (`arl list`).
     #[arg(long, default_value = "edit")]
     pub env: String,
+    /// Which split: the training tasks or the fixed held-out ones.
     #[arg(long, value_enum, default_value = "train")]
     pub split: SplitArg,
     /// Seed of the task bank.
@@ -106,16 +107,18 @@ fn dump(dir: &std::path::Path, task: &Task) -> anyhow::Result<()> {
     let target = dir.join(&task.id);
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
     let text = |key: &str| task.data.get(key).and_then(Value::as_str);
+    let write = |name: String, text: &str| {
+        let path = target.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
     if let (Some(function), Some(source)) = (text("function"), text("source")) {
-        std::fs::write(target.join(format!("{function}.py")), source)?;
+        write(format!("{function}.py"), source)?;
         if let Some(tests) = text("public_tests") {
-            std::fs::write(target.join(format!("test_{function}.py")), tests)?;
+            write(format!("test_{function}.py"), tests)?;
         }
         if let Some(reference) = text("reference") {
-            std::fs::write(target.join("reference.py"), reference)?;
+            write("reference.py".into(), reference)?;
         }
     }
-    std::fs::write(target.join("task.json"), serde_json::to_string_pretty(task)? + "\n")
-        .with_context(|| format!("writing {}", target.join("task.json").display()))?;
-    Ok(())
+    write("task.json".into(), &(serde_json::to_string_pretty(task)? + "\n"))
 }

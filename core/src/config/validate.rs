@@ -1,0 +1,330 @@
+//! One validation pass over a resolved [`RunConfig`], before anything is loaded: every plugin
+//! name against the registry, every number finite and in its range, every rule between keys,
+//! then each plugin built once from its section (so a setting it does not use, or an
+//! `env.options` key nobody reads, fails here). Each error is one line naming the key, the
+//! value and the valid range.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::RunConfig;
+use crate::registry::{self, AdvantagePlugin, EnvPlugin, Kind, LossPlugin, SandboxPlugin};
+use crate::{AdvantageInput, ConfigError, Job, JobOutcome, Sandbox, SandboxError};
+
+/// A range of valid values, printed the way the error shows it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Range {
+    /// `> lo`
+    Above(f64),
+    /// `≥ lo`
+    AtLeast(f64),
+    /// `lo ≤ v ≤ hi`
+    Within(f64, f64),
+    /// `lo < v ≤ hi`
+    AboveUpTo(f64, f64),
+}
+
+impl Range {
+    fn contains(self, v: f64) -> bool {
+        match self {
+            Range::Above(lo) => v > lo,
+            Range::AtLeast(lo) => v >= lo,
+            Range::Within(lo, hi) => v >= lo && v <= hi,
+            Range::AboveUpTo(lo, hi) => v > lo && v <= hi,
+        }
+    }
+}
+
+impl fmt::Display for Range {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Range::Above(lo) => write!(f, "> {lo}"),
+            Range::AtLeast(lo) => write!(f, "≥ {lo}"),
+            Range::Within(lo, hi) => write!(f, "{lo} to {hi}"),
+            Range::AboveUpTo(lo, hi) => write!(f, "> {lo} and ≤ {hi}"),
+        }
+    }
+}
+
+/// The error for `key` = `value` outside `range`; `why` (may be empty) says where a bound
+/// comes from.
+fn out_of_range(key: &str, value: impl fmt::Display, range: impl fmt::Display, why: &str) -> ConfigError {
+    let why = if why.is_empty() { String::new() } else { format!(" ({why})") };
+    ConfigError::Invalid { key: key.to_string(), message: format!("{value} is out of range; valid: {range}{why}") }
+}
+
+fn need(key: &str, value: f64, range: Range) -> Result<(), ConfigError> {
+    if range.contains(value) { Ok(()) } else { Err(out_of_range(key, value, range, "")) }
+}
+
+fn need_opt(key: &str, value: Option<impl Into<f64>>, range: Range) -> Result<(), ConfigError> {
+    match value {
+        Some(v) => need(key, v.into(), range),
+        None => Ok(()),
+    }
+}
+
+/// Every float in the document is finite: walks the TOML form, so a new key is covered the
+/// day it is added.
+fn finite(config: &RunConfig) -> Result<(), ConfigError> {
+    fn walk(path: &str, v: &toml::Value) -> Result<(), ConfigError> {
+        match v {
+            toml::Value::Float(f) if !f.is_finite() => {
+                Err(ConfigError::Invalid { key: path.to_string(), message: format!("{f} is not a finite number") })
+            }
+            toml::Value::Table(t) => {
+                t.iter().try_for_each(|(k, v)| walk(&if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, v))
+            }
+            toml::Value::Array(items) => items.iter().enumerate().try_for_each(|(i, v)| walk(&format!("{path}[{i}]"), v)),
+            _ => Ok(()),
+        }
+    }
+    walk("", &toml::Value::try_from(config).expect("a RunConfig always serializes"))
+}
+
+/// The value ranges of single keys. (Loss and estimator keys are checked by the plugin that
+/// reads them, when it is built.)
+fn ranges(c: &RunConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    let (e, s, m, t) = (&c.env, &c.sandbox, &c.sampling, &c.trainer);
+    need("env.max_turns", e.max_turns.into(), AtLeast(1.0))?;
+    need("env.max_calls_per_turn", e.max_calls_per_turn.into(), AtLeast(1.0))?;
+    // Upper bounds keep the conversions to bytes and durations from overflowing.
+    need("sandbox.timeout_s", s.timeout_s, AboveUpTo(0.0, 86_400.0))?;
+    need("sandbox.cpu_s", s.cpu_s as f64, Within(1.0, 86_400.0))?;
+    need("sandbox.memory_mb", s.memory_mb as f64, Within(1.0, 1_048_576.0))?;
+    need("sandbox.file_size_kb", s.file_size_kb as f64, Within(1.0, 1_073_741_824.0))?;
+    need("sandbox.output_kb", s.output_kb as f64, Within(1.0, 1_048_576.0))?;
+    need("sampling.temperature", m.temperature, Above(0.0))?;
+    need_opt("sampling.top_k", m.top_k.map(|k| k as f64), AtLeast(1.0))?;
+    need_opt("sampling.top_p", m.top_p, AboveUpTo(0.0, 1.0))?;
+    need_opt("sampling.max_new_tokens", m.max_new_tokens, AtLeast(1.0))?;
+    need("sampling.max_episode_tokens", m.max_episode_tokens.into(), AtLeast(1.0))?;
+    need_opt("sampling.max_prompt_tokens", m.max_prompt_tokens, AtLeast(1.0))?;
+    need_opt("sampling.max_response_tokens", m.max_response_tokens, AtLeast(1.0))?;
+    need_opt("loss.horizon", c.loss.horizon, Above(0.0))?;
+    need("loss.kl_coef", c.loss.kl_coef, AtLeast(0.0))?;
+    need("loss.entropy_coef", c.loss.entropy_coef, AtLeast(0.0))?;
+    // 0 divides by a zero standard deviation whenever a group's rewards are all equal.
+    need_opt("advantage.eps", c.advantage.eps, Above(0.0))?;
+    need_opt("advantage.gamma", c.advantage.gamma, Within(0.0, 1.0))?;
+    need_opt("advantage.lambda", c.advantage.lambda, Within(0.0, 1.0))?;
+    need("trainer.steps", t.steps.into(), AtLeast(1.0))
+        .map_err(|_| out_of_range("trainer.steps", t.steps, "≥ 1", "to evaluate a model without training, use `arl eval`"))?;
+    need("trainer.group_size", t.group_size.into(), AtLeast(1.0))?;
+    need("trainer.prompts", t.prompts.into(), AtLeast(1.0))?;
+    need("trainer.lr", t.lr, Above(0.0))?;
+    need("trainer.min_lr_ratio", t.min_lr_ratio, Within(0.0, 1.0))?;
+    need("trainer.epochs", t.epochs.into(), AtLeast(1.0))?;
+    need("trainer.minibatches", t.minibatches.into(), AtLeast(1.0))?;
+    need_opt("trainer.micro", t.micro, AtLeast(1.0))?;
+    need_opt("trainer.gen_batch", t.gen_batch, AtLeast(1.0))?;
+    need("trainer.grad_clip", t.grad_clip, AtLeast(0.0))?;
+    need("trainer.weight_decay", t.weight_decay, AtLeast(0.0))?;
+    need("trainer.max_sampling_attempts", t.max_sampling_attempts.into(), AtLeast(1.0))?;
+    need("trainer.overlong_penalty", t.overlong_penalty, AtLeast(0.0))?;
+    if c.output.dir.trim().is_empty() {
+        return Err(ConfigError::Invalid { key: "output.dir".into(), message: "is empty; valid: a directory path".into() });
+    }
+    Ok(())
+}
+
+/// Rules between keys.
+fn cross(c: &RunConfig) -> Result<(), ConfigError> {
+    let (m, t) = (&c.sampling, &c.trainer);
+    let rows = t.prompts as u64 * t.group_size as u64;
+    if t.minibatches as u64 > rows {
+        return Err(out_of_range(
+            "trainer.minibatches",
+            t.minibatches,
+            format!("1 to {rows}"),
+            "a step has trainer.prompts × trainer.group_size rows to split",
+        ));
+    }
+    let per_minibatch = rows.div_ceil(t.minibatches as u64);
+    if let Some(micro) = t.micro
+        && micro as u64 > per_minibatch
+    {
+        return Err(out_of_range(
+            "trainer.micro",
+            micro,
+            format!("1 to {per_minibatch}"),
+            "the rows of one minibatch: trainer.prompts × trainer.group_size / trainer.minibatches",
+        ));
+    }
+    if t.warmup_steps > 0 && t.warmup_steps >= t.steps {
+        return Err(out_of_range("trainer.warmup_steps", t.warmup_steps, format!("0 to {}", t.steps - 1), "fewer than trainer.steps"));
+    }
+    if let Some(n) = m.max_new_tokens
+        && n > m.max_episode_tokens
+    {
+        return Err(out_of_range(
+            "sampling.max_new_tokens",
+            n,
+            format!("1 to {}", m.max_episode_tokens),
+            "a turn must fit in sampling.max_episode_tokens",
+        ));
+    }
+    if let Some(p) = m.max_prompt_tokens
+        && p >= m.max_episode_tokens
+    {
+        return Err(out_of_range(
+            "sampling.max_prompt_tokens",
+            p,
+            format!("1 to {}", m.max_episode_tokens - 1),
+            "below sampling.max_episode_tokens, which must leave room for a turn",
+        ));
+    }
+    if let Some(r) = m.max_response_tokens
+        && t.overlong_buffer > r
+    {
+        return Err(out_of_range("trainer.overlong_buffer", t.overlong_buffer, format!("0 to {r}"), "sampling.max_response_tokens"));
+    }
+    Ok(())
+}
+
+/// With one episode per group, an estimator that compares episodes within a group gives
+/// every episode advantage 0: found by asking the estimator, not by its name.
+fn group_signal(c: &RunConfig, estimator: &dyn crate::AdvantageFn) -> Result<(), ConfigError> {
+    if c.trainer.group_size != 1 {
+        return Ok(());
+    }
+    let rewards = [0.0, 1.0];
+    let input = AdvantageInput { rewards: &rewards, group_ids: &[0, 1] };
+    let silent = estimator.advantages(&input).map(|a| a.iter().all(|x| *x == 0.0 || !x.is_finite())).unwrap_or(false);
+    if silent {
+        return Err(out_of_range(
+            "trainer.group_size",
+            1,
+            "≥ 2",
+            &format!("estimator `{}` compares the episodes of a group, so one episode per group gets advantage 0", c.advantage.name),
+        ));
+    }
+    Ok(())
+}
+
+/// Stands in for the sandbox while an env is built only to check its options.
+struct NoJobs;
+
+impl Sandbox for NoJobs {
+    fn name(&self) -> &str {
+        "none"
+    }
+    fn run(&self, _: &Job) -> Result<JobOutcome, SandboxError> {
+        Err(SandboxError::Setup("config validation runs no jobs".into()))
+    }
+}
+
+impl RunConfig {
+    /// The whole validation pass (see the module docs); nothing is loaded and no job runs.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check::<EnvPlugin>("env.name", &self.env.name)?;
+        check::<SandboxPlugin>("sandbox.name", &self.sandbox.name)?;
+        check::<LossPlugin>("loss.name", &self.loss.name)?;
+        check::<AdvantagePlugin>("advantage.name", &self.advantage.name)?;
+        if let Some(algo) = &self.algo {
+            check::<super::AlgoPreset>("algo", algo)?;
+        }
+        finite(self)?;
+        ranges(self)?;
+        cross(self)?;
+        // Build the loss, the estimator and the env once, so settings they do not use fail here.
+        (registry::get::<LossPlugin>(&self.loss.name).expect("checked").build)(&self.loss).map_err(|e| invalid("loss", e.to_string()))?;
+        let estimator = (registry::get::<AdvantagePlugin>(&self.advantage.name).expect("checked").build)(&self.advantage)
+            .map_err(|e| invalid("advantage", e.to_string()))?;
+        group_signal(self, estimator.as_ref())?;
+        (registry::get::<EnvPlugin>(&self.env.name).expect("checked").build)(&self.env, Arc::new(NoJobs))
+            .map_err(|e| invalid("env", e.to_string()))?;
+        self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
+        Ok(())
+    }
+}
+
+fn check<P: Kind>(key: &str, name: &str) -> Result<(), ConfigError> {
+    registry::get::<P>(name).map(|_| ()).map_err(|e| invalid(key, e.to_string()))
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.to_string(), message: message.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--set` lines over the defaults → the error line (validation without the registry:
+    /// only the range and cross-field passes, which need no plugin).
+    fn check(sets: &[&str]) -> Result<(), String> {
+        let mut o = super::super::Overrides::default();
+        for s in sets {
+            o.push_set(s).unwrap();
+        }
+        let c = RunConfig::load(None, &o).map_err(|e| e.to_string())?;
+        finite(&c).and_then(|_| ranges(&c)).and_then(|_| cross(&c)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_bad_value_is_one_line_naming_key_value_and_range() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["trainer.lr=nan"], "config key `trainer.lr`: NaN is not a finite number"),
+            (&["trainer.lr=inf"], "config key `trainer.lr`: inf is not a finite number"),
+            (&["trainer.lr=-1"], "config key `trainer.lr`: -1 is out of range; valid: > 0"),
+            (&["trainer.lr=0"], "config key `trainer.lr`: 0 is out of range; valid: > 0"),
+            (&["sampling.max_new_tokens=0"], "config key `sampling.max_new_tokens`: 0 is out of range; valid: ≥ 1"),
+            (&["trainer.micro=0"], "config key `trainer.micro`: 0 is out of range; valid: ≥ 1"),
+            (&["trainer.gen_batch=0"], "config key `trainer.gen_batch`: 0 is out of range; valid: ≥ 1"),
+            (&["trainer.grad_clip=-1"], "config key `trainer.grad_clip`: -1 is out of range; valid: ≥ 0"),
+            (&["sampling.max_episode_tokens=0"], "config key `sampling.max_episode_tokens`: 0 is out of range; valid: ≥ 1"),
+            (&["trainer.min_lr_ratio=2"], "config key `trainer.min_lr_ratio`: 2 is out of range; valid: 0 to 1"),
+            (&["sampling.top_k=0"], "config key `sampling.top_k`: 0 is out of range; valid: ≥ 1"),
+            (&["sampling.top_p=0"], "config key `sampling.top_p`: 0 is out of range; valid: > 0 and ≤ 1"),
+            (&["sampling.temperature=0"], "config key `sampling.temperature`: 0 is out of range; valid: > 0"),
+            (&["loss.horizon=0"], "config key `loss.horizon`: 0 is out of range; valid: > 0"),
+            (&["advantage.eps=0"], "config key `advantage.eps`: 0 is out of range; valid: > 0"),
+            (&["advantage.gamma=1.5"], "config key `advantage.gamma`: 1.5 is out of range; valid: 0 to 1"),
+            (&["sandbox.timeout_s=0"], "config key `sandbox.timeout_s`: 0 is out of range; valid: > 0 and ≤ 86400"),
+            (&["sandbox.memory_mb=99999999999999"], "config key `sandbox.memory_mb`: 99999999999999 is out of range; valid: 1 to 1048576"),
+            (&["env.max_turns=0"], "config key `env.max_turns`: 0 is out of range; valid: ≥ 1"),
+            (&["trainer.group_size=0"], "config key `trainer.group_size`: 0 is out of range; valid: ≥ 1"),
+            (
+                &["trainer.steps=0"],
+                "config key `trainer.steps`: 0 is out of range; valid: ≥ 1 (to evaluate a model without training, use `arl eval`)",
+            ),
+            (
+                &["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=9"],
+                "config key `trainer.minibatches`: 9 is out of range; valid: 1 to 8 (a step has trainer.prompts × trainer.group_size rows to split)",
+            ),
+            (
+                &["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=2", "trainer.micro=5"],
+                "config key `trainer.micro`: 5 is out of range; valid: 1 to 4 (the rows of one minibatch: trainer.prompts × trainer.group_size / trainer.minibatches)",
+            ),
+            (
+                &["trainer.steps=5", "trainer.warmup_steps=5"],
+                "config key `trainer.warmup_steps`: 5 is out of range; valid: 0 to 4 (fewer than trainer.steps)",
+            ),
+            (
+                &["sampling.max_episode_tokens=100", "sampling.max_new_tokens=101"],
+                "config key `sampling.max_new_tokens`: 101 is out of range; valid: 1 to 100 (a turn must fit in sampling.max_episode_tokens)",
+            ),
+            (
+                &["sampling.max_episode_tokens=100", "sampling.max_prompt_tokens=100"],
+                "config key `sampling.max_prompt_tokens`: 100 is out of range; valid: 1 to 99 (below sampling.max_episode_tokens, which must leave room for a turn)",
+            ),
+            (
+                &["sampling.max_response_tokens=10", "trainer.overlong_buffer=11"],
+                "config key `trainer.overlong_buffer`: 11 is out of range; valid: 0 to 10 (sampling.max_response_tokens)",
+            ),
+            (&["output.dir=\" \""], "config key `output.dir`: is empty; valid: a directory path"),
+        ];
+        for (sets, want) in cases {
+            assert_eq!(check(sets).unwrap_err(), *want, "{sets:?}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_and_edge_values_pass() {
+        check(&[]).unwrap();
+        check(&["trainer.grad_clip=0", "trainer.min_lr_ratio=1", "sampling.top_p=1", "trainer.steps=5", "trainer.warmup_steps=4"]).unwrap();
+        check(&["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=8", "trainer.micro=1"]).unwrap();
+    }
+}
