@@ -9,12 +9,29 @@ use crate::LossError;
 pub struct AdvantageInput<'a> {
     pub rewards: &'a [f64],
     pub group_ids: &'a [usize],
+    /// Each episode's response (policy) token count, for estimators whose statistics run
+    /// over response tokens (REINFORCE++ whitens over them, as verl's `masked_whiten`);
+    /// `None`: every episode counts as one token. The trainer always passes them.
+    pub response_tokens: Option<&'a [f64]>,
 }
 
-impl AdvantageInput<'_> {
+impl<'a> AdvantageInput<'a> {
+    /// Rewards and groups, no response lengths.
+    pub fn new(rewards: &'a [f64], group_ids: &'a [usize]) -> Self {
+        Self { rewards, group_ids, response_tokens: None }
+    }
+
     pub fn check(&self) -> Result<(), LossError> {
         if self.rewards.len() != self.group_ids.len() {
             return Err(LossError::Shape(format!("{} rewards but {} group ids", self.rewards.len(), self.group_ids.len())));
+        }
+        if let Some(tokens) = self.response_tokens {
+            if tokens.len() != self.rewards.len() {
+                return Err(LossError::Shape(format!("{} rewards but {} response token counts", self.rewards.len(), tokens.len())));
+            }
+            if let Some(c) = tokens.iter().find(|c| !(c.is_finite() && **c >= 0.0)) {
+                return Err(LossError::Invalid(format!("response token count {c} is not a count")));
+            }
         }
         Ok(())
     }
@@ -22,7 +39,8 @@ impl AdvantageInput<'_> {
 
 pub trait AdvantageFn: Send + Sync {
     /// One advantage per episode, every episode weighing the same in batch and group
-    /// statistics.
+    /// statistics; a whitening over response tokens (REINFORCE++) counts
+    /// `input.response_tokens`.
     fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, LossError>;
 
     /// The same with statistics weighted by each episode's policy-token count (AReaL's

@@ -43,7 +43,7 @@ pub use episode::{Episode, EpisodeFinish, EpisodeStats};
 pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
 pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, TokenLoss};
 pub use message::{Message, Role};
-pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, SamplingParams, Scores, TrainablePolicy};
+pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
 pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};
 pub use task::{Split, Task};

@@ -7,7 +7,10 @@
 //!   why it stopped.
 //! - [`Policy::score`]: teacher-forced log-probabilities (and optionally entropies) of given
 //!   sequences at requested positions only, as `[rows, tokens]` tensors on the policy's
-//!   device — with gradients when that device is an autodiff device (the trainer's update).
+//!   device — with gradients when that device is an autodiff device (the trainer's update) —
+//!   at a temperature ([`ScoreParams`]): the trainer scores at the sampling temperature, so its
+//!   log-probabilities are those of the distribution the sampler drew from (verl divides the
+//!   actor's logits by the rollout temperature the same way).
 //!
 //! Optimizer steps and checkpoints are the implementation's business (it owns the module).
 
@@ -36,6 +39,34 @@ pub struct SamplingParams {
 impl Default for SamplingParams {
     fn default() -> Self {
         Self { temperature: 1.0, top_k: None, top_p: None, max_new_tokens: 256, seed: 0, stop_ids: None }
+    }
+}
+
+/// How to score. `temperature` divides the logits before the softmax, as the sampler does:
+/// scoring a step's tokens at its sampling temperature gives the log-probabilities the sampler
+/// recorded (up to rounding). Top-k/top-p truncation is not replayed (the trainer refuses it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScoreParams {
+    /// > 0; 1 scores the model's own distribution.
+    pub temperature: f64,
+    /// Also return the entropy of each scored next-token distribution (at `temperature`).
+    pub entropy: bool,
+}
+
+impl Default for ScoreParams {
+    fn default() -> Self {
+        Self { temperature: 1.0, entropy: false }
+    }
+}
+
+impl ScoreParams {
+    /// Scores at `temperature`, without entropy.
+    pub fn at(temperature: f64) -> Self {
+        Self { temperature, entropy: false }
+    }
+
+    pub fn with_entropy(self, entropy: bool) -> Self {
+        Self { entropy, ..self }
     }
 }
 
@@ -77,8 +108,8 @@ pub trait Policy {
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError>;
 
     /// Score `sequences` at `positions` (per row, each `t` in `1..len`; `None`: every
-    /// `t ≥ 1`). Only those positions go through the LM head.
-    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError>;
+    /// `t ≥ 1`) at `params.temperature`. Only those positions go through the LM head.
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError>;
 }
 
 /// What one optimizer step did (see [`TrainablePolicy::step`]).
@@ -104,7 +135,8 @@ pub trait TrainablePolicy: Policy {
     fn device(&self) -> burn::DispatchDevice;
 
     /// As [`Policy::score`], on the training module, with gradients.
-    fn score_with_grad(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError>;
+    fn score_with_grad(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams)
+    -> Result<Scores, PolicyError>;
 
     /// Backpropagate one micro-batch's scalar loss and add its gradients to the
     /// accumulated ones.

@@ -19,7 +19,7 @@ macro_rules! loss {
 }
 
 use Aggregation::*;
-loss!(grpo: "grpo", "GRPO clipped surrogate (clip 0.2, seq-mean-token-mean; dual clip, decoupled optional)", Family::Clipped, SeqMeanTokenMean, PPO_CLIP);
+loss!(grpo: "grpo", "GRPO clipped surrogate (clip 0.2, token-mean as verl's default; --algo grpo: DeepSeekMath's seq-mean-token-mean)", Family::Clipped, TokenMean, PPO_CLIP);
 loss!(ppo: "ppo", "PPO clipped surrogate (clip 0.2, token-mean; dual clip, decoupled optional)", Family::Clipped, TokenMean, PPO_CLIP);
 loss!(gspo: "gspo", "GSPO: sequence-level ratio in the clipped surrogate (clip 3e-4/4e-4)", Family::GspoSeq, SeqMeanTokenMean, (3e-4, 4e-4));
 loss!(gspo_token: "gspo-token", "GSPO token-level form sg(s_i)·π/sg(π) (clip 3e-4/4e-4)", Family::GspoToken, SeqMeanTokenMean, (3e-4, 4e-4));
@@ -40,10 +40,10 @@ macro_rules! estimator {
     };
 }
 
-estimator!(adv_grpo: "grpo", "(R − mean_group)/(std_group + 1e-6), unbiased std");
-estimator!(adv_drgrpo: "drgrpo", "R − mean_group (no std)");
-estimator!(adv_rloo: "rloo", "R − leave-one-out group mean");
-estimator!(adv_liteppo: "liteppo", "(R − mean_group)/(std_batch + 1e-6)");
-estimator!(adv_reinforce_pp: "reinforce++", "(R − mean_batch)/√(var_batch + 1e-8), episode level");
-estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "(R − mean_group)/√(var_batch + 1e-8), episode level");
+estimator!(adv_grpo: "grpo", "(R − mean_group)/(std_group + 1e-6), unbiased std; a group of one: R/(1 + 1e-6) (verl)");
+estimator!(adv_drgrpo: "drgrpo", "R − mean_group (no std); a group of one: R (verl)");
+estimator!(adv_rloo: "rloo", "R − leave-one-out group mean; a group of one: R (verl)");
+estimator!(adv_liteppo: "liteppo", "(R − mean_group)/(std_batch + 1e-6); a group of one: 0 (AReaL)");
+estimator!(adv_reinforce_pp: "reinforce++", "R whitened over the batch's response tokens, (R − m)/√(v + 1e-8) (verl masked_whiten)");
+estimator!(adv_reinforce_pp_baseline: "reinforce++-baseline", "R − mean_group (0 for a group of one), whitened over the batch's response tokens (verl)");
 estimator!(adv_norm: "norm", "AReaL NormConfig, defaults mean_level=batch std_level=batch, unbiased, eps 1e-5");

@@ -121,3 +121,51 @@ fn results_schema_has_the_new_fields() {
         assert!(defs["StepMetrics"]["properties"][key].is_object(), "step.{key}");
     }
 }
+
+/// Top-k/top-p sampling is refused for training in one line naming the key (scoring does not
+/// replay the truncation); the temperature is fine.
+#[test]
+fn truncated_sampling_is_refused_for_training() {
+    let err = run_error(&["run", "--set", "sampling.top_k=20"]);
+    assert!(err.starts_with("config key `sampling.top_k`: training samples from the whole distribution"), "{err}");
+    let err = run_error(&["run", "--set", "sampling.top_p=0.95"]);
+    assert!(err.starts_with("config key `sampling.top_p`:") && err.contains("unset it"), "{err}");
+}
+
+/// The README's defaults paragraph states what `arl config show` prints: every `key = value`
+/// in it is the shown value, and the keys it calls unset are unset (with the grpo loss's own
+/// aggregation token-mean, and `--algo grpo` DeepSeekMath's seq-mean-token-mean).
+#[test]
+fn the_readme_defaults_paragraph_matches_config_show() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let start = readme.find("**Defaults**").expect("README has a **Defaults** paragraph");
+    let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap()];
+    let shown: toml::Table = arl(&["config", "show"]).unwrap().parse().unwrap();
+    let lookup = |key: &str| -> Option<toml::Value> {
+        let mut node = toml::Value::Table(shown.clone());
+        for part in key.split('.') {
+            node = node.get(part)?.clone();
+        }
+        Some(node)
+    };
+    let mut checked = 0;
+    for span in paragraph.split('`').skip(1).step_by(2) {
+        let Some((key, value)) = span.split_once(" = ") else { continue };
+        let want: toml::Table = format!("v = {value}").parse().unwrap_or_else(|e| panic!("`{span}`: {e}"));
+        assert_eq!(lookup(key).as_ref(), Some(&want["v"]), "README says `{span}`; arl config show has {:?}", lookup(key));
+        checked += 1;
+    }
+    assert!(checked >= 9, "only {checked} `key = value` pairs in the defaults paragraph");
+    for unset in ["loss.aggregation", "loss.clip_low", "loss.clip_high", "loss.horizon", "sampling.top_k", "sampling.top_p"] {
+        assert!(paragraph.contains(&format!("`{unset}`")) || paragraph.contains(&format!("`{}`", unset.rsplit('.').next().unwrap())));
+        assert_eq!(lookup(unset), None, "README calls `{unset}` unset");
+    }
+    arl_plugins::link();
+    let build = |toml: &str| {
+        let config = arl_core::RunConfig::from_toml_str(toml).unwrap();
+        let loss = (arl_core::registry::get::<arl_core::registry::LossPlugin>(&config.loss.name).unwrap().build)(&config.loss).unwrap();
+        arl_core::Aggregation::resolve(config.loss.aggregation, loss.as_ref())
+    };
+    assert_eq!(build(""), arl_core::Aggregation::TokenMean);
+    assert_eq!(build("algo = \"grpo\""), arl_core::Aggregation::SeqMeanTokenMean);
+}

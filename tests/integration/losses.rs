@@ -164,8 +164,33 @@ fn advantages_reproduce_the_reference() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out: Value = serde_json::from_str(&arl(&args).unwrap()).unwrap();
         let got = out["advantages"].as_array().unwrap();
-        for (g, w) in got.iter().zip(case["expected"].as_array().unwrap()) {
+        let want = case["expected"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{}: {out}", case["case"]);
+        for (g, w) in got.iter().zip(want) {
             assert!((g.as_f64().unwrap() - w.as_f64().unwrap()).abs() < 1e-12, "{}: {out}", case["case"]);
+        }
+    }
+}
+
+/// `arl advantages` with `response_tokens` gives verl's numbers (the fixture made from verl's
+/// own functions by scripts/fixtures/make_verl_fixtures.py).
+#[test]
+fn advantages_with_response_lengths_reproduce_verl() {
+    let fx: Value = serde_json::from_str(include_str!("../../losses/tests/fixtures/verl.json")).unwrap();
+    let input = serde_json::json!({ "rewards": fx["rewards"], "group_ids": fx["group_ids"], "response_tokens": fx["response_tokens"] });
+    let path = temp_json("adv-verl", &input);
+    let cases = fx["advantages"].as_array().unwrap();
+    assert_eq!(cases.len(), 5);
+    for case in cases {
+        let out: Value =
+            serde_json::from_str(&arl(&["advantages", "--advantage", case["estimator"].as_str().unwrap(), "--input", &path]).unwrap())
+                .unwrap();
+        let got = out["advantages"].as_array().unwrap();
+        let want = case["expected"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{}: {out}", case["estimator"]);
+        for (g, w) in got.iter().zip(want) {
+            let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+            assert!((g - w).abs() < 1e-9 * (1.0 + w.abs()), "{}: {g} vs verl {w}", case["estimator"]);
         }
     }
 }

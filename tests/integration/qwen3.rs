@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arl_core::policy::{FinishReason, SamplingParams};
+use arl_core::policy::{FinishReason, SamplingParams, ScoreParams};
 use arl_qwen3::{DispatchQwen3, Qwen3, cpu, sample, score};
 use burn::tensor::Tensor;
 use burn::{Dispatch, DispatchDevice};
@@ -111,8 +111,8 @@ fn batched_right_padded_logits_equal_single_sequence_logits() {
     let model = load("qwen3-a");
     let refs = reference("qwen3-a");
     let (short, long) = (&refs[1].0, &refs[2].0);
-    let s = score::score(&model, &[long.clone(), short.clone()], None, false).unwrap();
-    let alone = score::score(&model, std::slice::from_ref(short), None, false).unwrap();
+    let s = score::score(&model, &[long.clone(), short.clone()], None, ScoreParams::default()).unwrap();
+    let alone = score::score(&model, std::slice::from_ref(short), None, ScoreParams::default()).unwrap();
     let batched = to_vec(s.logprobs.slice([1..2, 0..short.len()]));
     assert!(max_abs_diff(&batched, &to_vec(alone.logprobs)) < 1e-5);
 }
@@ -125,6 +125,77 @@ fn full_length(max_new_tokens: usize, seed: u64) -> SamplingParams {
     SamplingParams { max_new_tokens, seed, stop_ids: Some(vec![]), ..Default::default() }
 }
 
+/// Sampled at T and scored at T, tokens get the sampler's log-probabilities; scored at 1
+/// (what the trainer did before scores took a temperature) they do not.
+#[test]
+fn scores_at_the_sampling_temperature_equal_the_sampler_logprobs() {
+    let model = load("qwen3-a");
+    let prompts = prompts();
+    for temperature in [0.7, 1.6] {
+        let gens = sample::generate(&model, &prompts, &SamplingParams { temperature, ..full_length(12, 5) }).unwrap();
+        let seqs: Vec<Vec<u32>> = prompts.iter().zip(&gens).map(|(p, g)| p.iter().chain(&g.ids).copied().collect()).collect();
+        let positions: Vec<Vec<usize>> = prompts.iter().zip(&seqs).map(|(p, s)| (p.len()..s.len()).collect()).collect();
+        let width = seqs.iter().map(Vec::len).max().unwrap();
+        let gap = |params: ScoreParams| {
+            let lp = to_vec(score::score(&model, &seqs, Some(&positions), params).unwrap().logprobs);
+            let mut worst = 0.0f32;
+            for (r, g) in gens.iter().enumerate() {
+                assert_eq!(g.sampler_logprobs.len(), 12);
+                for (i, &sampled) in g.sampler_logprobs.iter().enumerate() {
+                    worst = worst.max((lp[r * width + prompts[r].len() + i] - sampled).abs());
+                }
+            }
+            worst
+        };
+        let (at_t, at_1) = (gap(ScoreParams::at(temperature)), gap(ScoreParams::default()));
+        eprintln!("T = {temperature}: sampler vs scorer max |Δ logprob| at T {at_t:.2e}, at 1 {at_1:.2e}");
+        assert!(at_t <= 1e-5, "T = {temperature}: scored at T, max |Δ| {at_t}");
+        assert!(at_1 > 1e-2, "T = {temperature}: scoring at 1 should not match ({at_1})");
+    }
+    let err = score::score(&model, &[vec![1, 2, 3]], None, ScoreParams::at(0.0)).err().unwrap().to_string();
+    assert!(err.contains("temperature 0 must be finite and > 0"), "{err}");
+}
+
+/// `arl score --temperature` scores what `arl generate --temperature` sampled.
+#[test]
+fn arl_score_takes_the_sampling_temperature() {
+    let dir = fixtures().join("qwen3-a");
+    let model = dir.to_str().unwrap();
+    let out = arl_tests::arl(&[
+        "generate",
+        "--model",
+        model,
+        "--prompt",
+        "5,17,42",
+        "--max-new-tokens",
+        "6",
+        "--temperature",
+        "0.7",
+        "--seed",
+        "3",
+    ])
+    .unwrap();
+    let g: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let ids: Vec<u32> = serde_json::from_value(g["ids"].clone()).unwrap();
+    let sampled: Vec<f32> = serde_json::from_value(g["sampler_logprobs"].clone()).unwrap();
+    let seq: Vec<u32> = [5, 17, 42].into_iter().chain(ids.iter().copied()).collect();
+    let input = tmp("score-temperature");
+    std::fs::create_dir_all(&input).unwrap();
+    let file = input.join("tokens.json");
+    std::fs::write(&file, serde_json::json!({ "sequences": [seq], "positions": [(3..3 + ids.len()).collect::<Vec<_>>()] }).to_string())
+        .unwrap();
+    let score = |t: &str| -> Vec<f32> {
+        let out = arl_tests::arl(&["score", "--model", model, "--input", file.to_str().unwrap(), "--temperature", t]).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        serde_json::from_value(doc["logprobs"][0].clone()).unwrap()
+    };
+    let (at_t, at_1) = (score("0.7"), score("1"));
+    assert!(!sampled.is_empty() && at_t.len() == sampled.len(), "{at_t:?} vs {sampled:?}");
+    assert!(max_abs_diff(&at_t, &sampled) <= 1e-5, "{at_t:?} vs {sampled:?}");
+    assert!(max_abs_diff(&at_1, &sampled) > 1e-3);
+    std::fs::remove_dir_all(&input).unwrap();
+}
+
 #[test]
 fn sampler_logprobs_equal_teacher_forced_scores() {
     for name in ["qwen3-a", "qwen3-b", "llama"] {
@@ -133,7 +204,7 @@ fn sampler_logprobs_equal_teacher_forced_scores() {
         let gens = sample::generate(&model, &prompts, &full_length(12, 7)).unwrap();
         let seqs: Vec<Vec<u32>> = prompts.iter().zip(&gens).map(|(p, g)| p.iter().chain(&g.ids).copied().collect()).collect();
         let positions: Vec<Vec<usize>> = prompts.iter().zip(&seqs).map(|(p, s)| (p.len()..s.len()).collect()).collect();
-        let scored = score::score(&model, &seqs, Some(&positions), false).unwrap();
+        let scored = score::score(&model, &seqs, Some(&positions), ScoreParams::default()).unwrap();
         let width = seqs.iter().map(Vec::len).max().unwrap();
         let lp = to_vec(scored.logprobs);
         let mut worst = 0.0f32;
@@ -194,8 +265,8 @@ fn generation_stops_on_eos_and_at_max_new_tokens() {
 fn scoring_at_positions_matches_full_scoring_and_entropy_is_sane() {
     let model = load("qwen2");
     let seqs = vec![(0..20).map(|i| (i * 13 % 300) as u32).collect::<Vec<_>>(), vec![9, 8, 7, 6]];
-    let full = score::score(&model, &seqs, None, true).unwrap();
-    let some = score::score(&model, &seqs, Some(&[vec![3, 19], vec![1]]), true).unwrap();
+    let full = score::score(&model, &seqs, None, ScoreParams::default().with_entropy(true)).unwrap();
+    let some = score::score(&model, &seqs, Some(&[vec![3, 19], vec![1]]), ScoreParams::default().with_entropy(true)).unwrap();
     let (f, s) = (to_vec(full.logprobs), to_vec(some.logprobs));
     for (i, (a, b)) in f.iter().zip(&s).enumerate() {
         if [3, 19, 20 + 1].contains(&i) {
@@ -207,7 +278,7 @@ fn scoring_at_positions_matches_full_scoring_and_entropy_is_sane() {
     let ent = to_vec(full.entropy.unwrap());
     assert!(ent[1] > 0.0 && ent[1] <= (300f32).ln() + 1e-4, "{}", ent[1]);
     assert_eq!(ent[0], 0.0, "position 0 is never scored");
-    let err = score::score(&model, &seqs, Some(&[vec![0], vec![]]), false).err().unwrap().to_string();
+    let err = score::score(&model, &seqs, Some(&[vec![0], vec![]]), ScoreParams::default()).err().unwrap().to_string();
     assert!(err.contains("position 0"), "{err}");
 }
 
@@ -215,7 +286,7 @@ fn scoring_at_positions_matches_full_scoring_and_entropy_is_sane() {
 fn scoring_on_an_autodiff_device_has_gradients() {
     let device = DispatchDevice::autodiff(cpu());
     let model: DispatchQwen3 = Qwen3::load_dir(&fixtures().join("qwen3-a"), &device).unwrap();
-    let out = score::score(&model, &[vec![1, 2, 3, 4, 5]], Some(&[vec![3, 4]]), true).unwrap();
+    let out = score::score(&model, &[vec![1, 2, 3, 4, 5]], Some(&[vec![3, 4]]), ScoreParams::default().with_entropy(true)).unwrap();
     let loss = out.logprobs.sum() + out.entropy.unwrap().sum();
     let grads = loss.backward();
     let g = model.layers[0].self_attn.q_proj.weight.val().grad(&grads).expect("q_proj has a gradient");
@@ -313,7 +384,7 @@ fn cli_score_prints_logprobs_at_every_or_the_requested_positions() {
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = doc["logprobs"].as_array().unwrap();
     assert_eq!((rows[0].as_array().unwrap().len(), rows[1].as_array().unwrap().len()), (3, 1));
-    let direct = to_vec(score::score(&load("qwen3-a"), &[vec![1, 2, 3, 4]], None, false).unwrap().logprobs);
+    let direct = to_vec(score::score(&load("qwen3-a"), &[vec![1, 2, 3, 4]], None, ScoreParams::default()).unwrap().logprobs);
     assert!((rows[0][2].as_f64().unwrap() as f32 - direct[3]).abs() < 1e-6);
 
     std::fs::write(&input, r#"{"sequences": [[1, 2, 3, 4]], "positions": [[3]]}"#).unwrap();
@@ -378,7 +449,7 @@ fn the_policy_samples_the_same_on_a_training_device_and_scores_with_gradients() 
     let b = train.generate(&prompts(), &params).unwrap();
     assert_eq!(a, b);
     let seqs: Vec<Vec<u32>> = prompts().iter().zip(&b).map(|(p, g)| p.iter().chain(&g.ids).copied().collect()).collect();
-    let scores = train.score(&seqs, None, false).unwrap();
+    let scores = train.score(&seqs, None, ScoreParams::default()).unwrap();
     let grads = scores.logprobs.sum().backward();
     assert!(train.model.norm.weight.val().grad(&grads).is_some());
 }

@@ -108,7 +108,15 @@ fn rl_alone_raises_the_reward_on_a_tiny_model() {
     let env = Letters;
     let mut policy = trainer();
     let tasks = env.tasks(Split::Train).unwrap();
-    let opts = UpdateOptions { epochs: 1, minibatches: 2, micro: None, lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 2,
+        micro: None,
+        lr: 1e-2,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     let mut means = Vec::new();
     for step in 0..12u64 {
         let specs: Vec<(Task, usize)> = tasks.iter().enumerate().flat_map(|(g, t)| (0..8).map(move |_| (t.clone(), g))).collect();
@@ -116,7 +124,7 @@ fn rl_alone_raises_the_reward_on_a_tiny_model() {
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let groups: Vec<usize> = episodes.iter().map(|e| e.group).collect();
         means.push(rewards.iter().sum::<f64>() / rewards.len() as f64);
-        let advantages = adv.advantages(&AdvantageInput { rewards: &rewards, group_ids: &groups }).unwrap();
+        let advantages = adv.advantages(&AdvantageInput::new(&rewards, &groups)).unwrap();
         let m = update(&mut policy, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
         assert!(m.logprob_gap_max < 1e-4, "sampler–trainer gap on one backend: {}", m.logprob_gap_max);
     }
@@ -133,20 +141,22 @@ fn the_update_overfits_a_fixed_batch() {
     let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
     let (episodes, _) = rollout(&env, &Bytes, &mut policy, &specs, &rollout_opts(7), &mut |_, _| {}).unwrap();
     let advantages = [1.0, -1.0, 1.0, -1.0];
-    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    // Five PPO epochs over one old policy: the first is on-policy, later ones see ratios ≠ 1.
+    // (Separate `update` calls would each recompute the old log-probabilities, and an
+    // on-policy loss is −Σ Â·|o|/Σ|o| whatever the weights.)
+    let opts = UpdateOptions { epochs: 5, micro: Some(2), lr: 3e-3, ..UpdateOptions::default() };
     let positive_logprob = |p: &QwenTrainer| -> f64 {
-        let lp = recompute_logprobs(p, &episodes, 4).unwrap();
+        let lp = recompute_logprobs(p, &episodes, 4, 1.0).unwrap();
         [0usize, 2].iter().map(|&i| policy_positions(&episodes[i]).iter().map(|&t| lp[i][t] as f64).sum::<f64>()).sum()
     };
-    let mut losses = Vec::new();
     let before = positive_logprob(&policy);
-    for _ in 0..5 {
-        // On-policy for the first update only: later ones see ratios ≠ 1, as PPO epochs do.
-        losses.push(update(&mut policy, loss.as_ref(), &episodes, &advantages, &opts).unwrap().loss_value);
-    }
+    let m = update(&mut policy, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
     let after = positive_logprob(&policy);
     assert!(after > before + 1.0, "logprob of positive-advantage tokens: {before} → {after}");
-    assert!(losses.last().unwrap() < losses.first().unwrap(), "losses: {losses:?}");
+    let losses = &m.minibatch_losses;
+    assert_eq!((losses.len(), m.optimizer_steps), (5, 5));
+    eprintln!("losses by epoch: {losses:?}; positive-advantage logprob {before:.3} → {after:.3}");
+    assert!(losses[1..].iter().all(|l| *l < losses[0] - 1e-3), "losses: {losses:?}");
 }
 
 #[test]
@@ -161,7 +171,7 @@ fn conversations_from_rollouts_keep_the_sampler_ids() {
     assert_eq!(&ep.ids[..prompt.len()], &prompt[..]);
     assert_eq!(ep.policy_tokens(), stats.generated_tokens);
     // The sampler's logprobs equal the trainer's recomputation (one backend, f32).
-    let lp = recompute_logprobs(&policy, &episodes, 1).unwrap();
+    let lp = recompute_logprobs(&policy, &episodes, 1, 1.0).unwrap();
     for t in policy_positions(ep) {
         assert!((lp[0][t] - ep.sampler_logprobs[t]).abs() < 1e-4, "t={t}: {} vs {}", lp[0][t], ep.sampler_logprobs[t]);
     }
@@ -352,7 +362,7 @@ fn budgets_cut_turns_prompts_and_mask_truncated_episodes() {
     // A response budget of 5 cuts the 8-token turn; the kept tokens keep their logprobs.
     let ropts = RolloutOptions { max_response_tokens: Some(5), ..rollout_opts(5) };
     let (b, _) = collect_with(&Letters, &batch_opts(), &ropts);
-    let lp = recompute_logprobs(&trainer(), &b.sampled, 6).unwrap();
+    let lp = recompute_logprobs(&trainer(), &b.sampled, 6, 1.0).unwrap();
     for (e, row) in b.sampled.iter().zip(&lp) {
         assert!(e.policy_tokens() <= 5, "{}", e.policy_tokens());
         assert!(e.stats.truncated || *e.ids.last().unwrap() == STOP);
@@ -389,13 +399,21 @@ fn gradient_checkpointing_gives_the_same_update() {
     let env = Letters;
     let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
     let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
-    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: Some(2), lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 1,
+        micro: Some(2),
+        lr: 1e-2,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     let run = |checkpointing: bool| {
         let mut p =
             QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::F32, checkpointing)
                 .unwrap();
         let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
-        (m, recompute_logprobs(&p, &episodes, 4).unwrap())
+        (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
     };
     let ((plain, lp_plain), (ckpt, lp_ckpt)) = (run(false), run(true));
     assert!(plain.grad_norm_mean > 0.0);
@@ -413,13 +431,21 @@ fn a_bf16_policy_samples_and_takes_finite_update_steps() {
     let mut p = QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, false).unwrap();
     let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
     let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
-    let before = recompute_logprobs(&p, &episodes, 4).unwrap();
-    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let before = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 1,
+        micro: None,
+        lr: 1e-2,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
     // Sampler and scorer both compute in bf16 from the same weights.
     assert!(m.logprob_gap_max < 5e-2, "bf16 sampler–trainer gap {}", m.logprob_gap_max);
     assert!(m.grad_norm_mean.is_finite() && m.grad_norm_mean > 0.0 && m.loss_value.is_finite(), "{m:?}");
-    let after = recompute_logprobs(&p, &episodes, 4).unwrap();
+    let after = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
     assert_ne!(before, after, "the bf16 step moved the weights");
 }
 
@@ -438,14 +464,22 @@ fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
     let (episodes, _) = rollout(&env, &Bytes, &mut a, &specs, &rollout_opts(11), &mut |_, _| {}).unwrap();
     let advantages = [1.0, -1.0, 1.0, -1.0];
     // Two minibatches: the second one sees a policy that already moved away from the reference.
-    let opts = UpdateOptions { epochs: 1, minibatches: 2, micro: None, lr: 5e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 2,
+        micro: None,
+        lr: 5e-2,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     let mut b = trainer();
     let ma = update_with_reference(&mut a, None, plain.as_ref(), &episodes, &advantages, &opts).unwrap();
     let mb = update_with_reference(&mut b, Some(&reference), with_kl.as_ref(), &episodes, &advantages, &opts).unwrap();
     assert_eq!(ma.ref_kl, None);
     assert_eq!(mb.ref_kl, Some(0.0), "the reference is the initial policy");
     assert!(mb.entropy.unwrap() > 0.0);
-    let (la, lb) = (recompute_logprobs(&a, &episodes, 4).unwrap(), recompute_logprobs(&b, &episodes, 4).unwrap());
+    let (la, lb) = (recompute_logprobs(&a, &episodes, 4, 1.0).unwrap(), recompute_logprobs(&b, &episodes, 4, 1.0).unwrap());
     let diff: f32 = la.iter().flatten().zip(lb.iter().flatten()).map(|(x, y)| (x - y).abs()).sum();
     assert!(diff > 1e-4, "the KL term did not change the update ({diff})");
     let again = update_with_reference(&mut b, Some(&reference), with_kl.as_ref(), &episodes, &advantages, &opts).unwrap();
@@ -461,7 +495,15 @@ fn an_entropy_bonus_runs_in_the_update() {
     let mut policy = trainer();
     let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(1).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
     let (episodes, _) = rollout(&env, &Bytes, &mut policy, &specs, &rollout_opts(5), &mut |_, _| {}).unwrap();
-    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 1e-3, aggregation: Aggregation::TokenMean, horizon: None };
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 1,
+        micro: None,
+        lr: 1e-3,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     let m = update(&mut policy, loss.as_ref(), &episodes, &[1.0, -1.0], &opts).unwrap();
     assert!(m.loss.entropy.unwrap() > 0.0 && m.optimizer_steps == 1, "{m:?}");
 }
@@ -476,12 +518,20 @@ fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
     let mut moved = trainer();
     let specs: Vec<(Task, usize)> = tasks.iter().take(2).flat_map(|t| [(t.clone(), 0), (t.clone(), 0)]).collect();
     let (episodes, _) = rollout(&env, &Bytes, &mut moved, &specs, &rollout_opts(21), &mut |_, _| {}).unwrap();
-    let opts = UpdateOptions { epochs: 1, minibatches: 1, micro: None, lr: 5e-2, aggregation: Aggregation::TokenMean, horizon: None };
+    let opts = UpdateOptions {
+        epochs: 1,
+        minibatches: 1,
+        micro: None,
+        lr: 5e-2,
+        aggregation: Aggregation::TokenMean,
+        horizon: None,
+        temperature: 1.0,
+    };
     update(&mut moved, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
     let unmoved = trainer();
     let run = |reference: &QwenTrainer| {
         let terms = |eps: &[arl_core::Episode]| -> Result<Vec<f64>, arl_core::train::TrainError> {
-            Ok(kl_penalty(eps, &recompute_logprobs(reference, eps, 6)?, 0.1, arl_core::config::KlEstimator::K3))
+            Ok(kl_penalty(eps, &recompute_logprobs(reference, eps, 6, 1.0)?, 0.1, arl_core::config::KlEstimator::K3))
         };
         let mut cursor = 0;
         let mut next = |n: usize| {
@@ -579,5 +629,158 @@ fn non_finite_steps_are_skipped_counted_and_stop_the_run_with_the_last_good_chec
     let written: Vec<String> =
         std::fs::read_dir(dir.join("checkpoints")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(written, ["step-00001"]);
+}
+
+fn sampled_at(temperature: f64, seed: u64) -> RolloutOptions {
+    let mut o = rollout_opts(seed);
+    o.sampling.temperature = temperature;
+    o
+}
+
+/// Mean and max |sampler logprob − trainer recomputation| of a T-sampled batch, through the
+/// update (which scores at `UpdateOptions::temperature`).
+fn update_gap(temperature: f64) -> (f64, f64, Vec<arl_core::Episode>) {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let mut p = trainer();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &sampled_at(temperature, 13), &mut |_, _| {}).unwrap();
+    let opts = UpdateOptions { temperature, lr: 1e-3, ..UpdateOptions::default() };
+    let advantages: Vec<f64> = (0..episodes.len()).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+    let m = update(&mut p, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+    assert!(m.policy_tokens >= 40, "{}", m.policy_tokens);
+    (m.logprob_gap_mean, m.logprob_gap_max, episodes)
+}
+
+/// `sampling.temperature = 0.7`: the trainer scores at 0.7, so the sampler–trainer gap stays
+/// at the T = 1 level (f32, one backend) instead of the temperature's whole effect.
+#[test]
+fn the_sampler_trainer_gap_at_t_0_7_is_at_the_t_1_level() {
+    let (mean_1, max_1, _) = update_gap(1.0);
+    let (mean_07, max_07, episodes) = update_gap(0.7);
+    // What scoring at T = 1 (the trainer before temperatures) gives on the same samples.
+    let at_1 = recompute_logprobs(&trainer(), &episodes, 8, 1.0).unwrap();
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    for (e, row) in episodes.iter().zip(&at_1) {
+        for t in policy_positions(e) {
+            sum += (e.sampler_logprobs[t] - row[t]).abs() as f64;
+            n += 1;
+        }
+    }
+    let untempered = sum / n as f64;
+    eprintln!(
+        "sampler–trainer gap: T=1 mean {mean_1:.2e} max {max_1:.2e}; T=0.7 mean {mean_07:.2e} max {max_07:.2e}; \
+         T=0.7 scored at 1: mean {untempered:.2e}"
+    );
+    assert!(mean_1 < 1e-5 && max_1 < 1e-4, "T = 1: mean {mean_1}, max {max_1}");
+    assert!(mean_07 < 1e-5 && max_07 < 1e-4, "T = 0.7: mean {mean_07}, max {max_07}");
+    assert!(mean_07 < 10.0 * mean_1.max(1e-7), "T = 0.7 gap {mean_07} is not at the T = 1 level {mean_1}");
+    assert!(untempered > 1e-2, "scoring at 1 should show the temperature's effect: {untempered}");
+}
+
+/// The old log-probabilities are scored in the gradient pass's own micro-batches, so the
+/// first minibatch of every step is exactly on-policy: ratio 1 on every token, nothing
+/// clipped — with minibatch and micro-batch boundaries that do not line up, a zero-advantage
+/// row left out of backward, unequal lengths and T ≠ 1.
+#[test]
+fn the_first_minibatch_of_every_step_has_ratio_exactly_one() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let mut p = trainer();
+    let tasks = env.tasks(Split::Train).unwrap();
+    for step in 0..3u64 {
+        let specs: Vec<(Task, usize)> = tasks.iter().take(3).flat_map(|t| [(t.clone(), 0), (t.clone(), 0)]).collect();
+        let mut ropts = sampled_at(0.8, 40 + step);
+        ropts.sampling.max_new_tokens = 6 + step as usize;
+        let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &ropts, &mut |_, _| {}).unwrap();
+        assert_eq!(episodes.len(), 6);
+        // 6 rows, 2 minibatches of 3, micro-batches of 2: [0,1] [2] | [3,4] [5]; row 1 skipped.
+        let advantages = [1.0, 0.0, -1.0, 0.5, -0.5, 1.0];
+        let opts = UpdateOptions { minibatches: 2, micro: Some(2), lr: 1e-2, temperature: 0.8, ..UpdateOptions::default() };
+        let m = update(&mut p, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+        assert_eq!(m.minibatch_metrics.len(), 2);
+        assert_eq!(m.skipped_rows, 1);
+        let first = &m.minibatch_metrics[0];
+        assert!(first.tokens > 0.0);
+        assert_eq!((first.ratio_min, first.ratio_max, first.ratio_mean), (1.0, 1.0, 1.0), "step {step}: {first:?}");
+        assert_eq!((first.clip_frac_high, first.clip_frac_low, first.approx_kl), (0.0, 0.0, 0.0), "step {step}: {first:?}");
+        // The second minibatch sees the policy after the first step: ratios move.
+        assert!(m.minibatch_metrics[1].ratio_max > 1.0 || m.minibatch_metrics[1].ratio_min < 1.0, "{m:?}");
+    }
+}
+
+/// `constant-horizon` divides by N·H with H the given horizon, whatever the prompt lengths:
+/// on-policy, the clipped loss of token t is −Â, so the loss is −Σ_i Â_i·|o_i| / (N·H).
+#[test]
+fn constant_horizon_divides_by_the_given_horizon() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let mut p = trainer();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(8), &mut |_, _| {}).unwrap();
+    let advantages = [1.0, -0.5, 0.25, -1.0];
+    let h = 48.0;
+    let opts = UpdateOptions { aggregation: Aggregation::ConstantHorizon, horizon: Some(h), lr: 0.0, ..UpdateOptions::default() };
+    let m = update(&mut p, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+    let sum: f64 = episodes.iter().zip(advantages).map(|(e, a)| -a * policy_positions(e).len() as f64).sum();
+    let want = sum / (4.0 * h);
+    assert!((m.loss_value - want).abs() < 1e-6, "loss {} vs −ΣÂ|o|/(N·H) {want}", m.loss_value);
+    // No horizon: refused, not guessed from the padded (prompt-including) width.
+    let none = UpdateOptions { horizon: None, ..opts };
+    let err = update(&mut p, loss.as_ref(), &episodes, &advantages, &none).unwrap_err().to_string();
+    assert!(err.contains("constant-horizon aggregation needs a horizon"), "{err}");
+}
+
+/// `arl run`'s H: `loss.horizon`, else the response budget — for `--algo drgrpo`, `--algo
+/// dppo` and the DPPO losses' own constant-horizon aggregation.
+#[test]
+fn the_trainer_takes_h_from_the_response_budget() {
+    arl_plugins::link();
+    use arl_core::train::trainer::{response_budget, rollout_options, update_options};
+    let check = |toml: &str, want_agg: Aggregation, want_h: f64| {
+        let config = arl_core::RunConfig::from_toml_str(toml).unwrap();
+        let loss = (registry::get::<LossPlugin>(&config.loss.name).unwrap().build)(&config.loss).unwrap();
+        let ropts = rollout_options(&config, &Letters, 0);
+        let opts = update_options(&config, loss.as_ref(), &ropts);
+        assert_eq!((opts.aggregation, opts.horizon), (want_agg, Some(want_h)), "{toml}");
+        assert_eq!(opts.temperature, config.sampling.temperature);
+        response_budget(&ropts)
+    };
+    // max_turns 6 × max_new_tokens 16.
+    let budget = check("algo = \"drgrpo\"\n[sampling]\nmax_new_tokens = 16", Aggregation::ConstantHorizon, 96.0);
+    assert_eq!(budget, 96);
+    check("algo = \"dppo\"\n[sampling]\nmax_response_tokens = 300\ntemperature = 0.6", Aggregation::ConstantHorizon, 300.0);
+    check("[loss]\nname = \"dppo-kl\"\n[sampling]\nmax_response_tokens = 200", Aggregation::ConstantHorizon, 200.0);
+    check("algo = \"drgrpo\"\n[loss]\nhorizon = 64.0", Aggregation::ConstantHorizon, 64.0);
+    // The default run: one token-mean normalizer per minibatch (the seed recipe).
+    check("", Aggregation::TokenMean, (6 * 64) as f64);
+    check("algo = \"grpo\"", Aggregation::SeqMeanTokenMean, (6 * 64) as f64);
+}
+
+/// A bf16 trainer restored from its checkpoint continues in bf16 (weights and AdamW moments)
+/// and takes exactly the step the uninterrupted trainer takes.
+#[test]
+fn a_bf16_trainer_resumes_in_bf16() {
+    use arl_core::policy::TrainablePolicy;
+    let (loss, _) = grpo();
+    let env = Letters;
+    let bf16 =
+        || QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, false).unwrap();
+    let mut p = bf16();
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(6), &mut |_, _| {}).unwrap();
+    let advantages = [1.0, -1.0, 0.5, -0.5];
+    let opts = UpdateOptions { lr: 1e-2, ..UpdateOptions::default() };
+    update(&mut p, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+    let dir = arl_tests::scratch_dir("bf16-resume");
+    p.save_state(&dir).unwrap();
+    let straight = update(&mut p, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+    let mut q = bf16();
+    q.load_state(&dir).unwrap();
+    assert_eq!(q.model().dtype(), burn::tensor::DType::BF16, "the resumed weights are bf16");
+    let resumed = update(&mut q, loss.as_ref(), &episodes, &advantages, &opts).unwrap();
+    assert!(straight.grad_norm_mean > 0.0);
+    assert_eq!((resumed.loss_value, resumed.grad_norm_mean), (straight.loss_value, straight.grad_norm_mean));
+    assert_eq!(recompute_logprobs(&q, &episodes, 4, 1.0).unwrap(), recompute_logprobs(&p, &episodes, 4, 1.0).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,5 +1,8 @@
 //! `arl run --resume` after a real SIGKILL: the killed run, resumed from its step-2
-//! checkpoint, reports the same step-3 metrics as a run that was never interrupted.
+//! checkpoint, reports the same step-3 metrics as a run that was never interrupted. The kill
+//! is deterministic: the killed child's env blocks in step 3's rollout (its 9th episode), so
+//! it is always killed after writing the step-2 checkpoint and before step 3 ends. A bf16 run
+//! resumed after two steps continues in bf16 and takes the uninterrupted run's step 3.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
 //! calls `arl_cli::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
@@ -11,12 +14,16 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const ARGS_VAR: &str = "ARL_RESUME_CHILD_ARGS";
+/// In a child: an episode's end (`step` or `finish`) blocks forever after this many episodes
+/// have ended. (Counted at the end, not at `reset`: start-up checks reset tasks too.)
+const BLOCK_VAR: &str = "ARL_RESUME_BLOCK_AFTER_EPISODES";
 
 /// An env where a random model's episodes differ in reward (the fraction of lowercase ASCII
 /// letters in the reply), so every step has advantages, gradients and optimizer moments to
 /// get right. Registered in this test binary only.
 mod letters {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use arl_core::config::EnvConfig;
     use arl_core::{
@@ -37,6 +44,19 @@ mod letters {
         }
     }
 
+    fn end_of_episode() {
+        static EPISODES: AtomicUsize = AtomicUsize::new(0);
+        let ended = EPISODES.fetch_add(1, Ordering::SeqCst);
+        if let Some(limit) = std::env::var(super::BLOCK_VAR).ok().and_then(|v| v.parse::<usize>().ok())
+            && ended >= limit
+        {
+            // Wait here for the parent's SIGKILL.
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+
     struct Session(Vec<Message>);
 
     impl EnvSession for Session {
@@ -44,9 +64,11 @@ mod letters {
             &self.0
         }
         fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
+            end_of_episode();
             Ok(Step::Done(grade(&turn.text)))
         }
         fn finish(&mut self) -> Result<Outcome, EnvError> {
+            end_of_episode();
             Ok(grade(""))
         }
     }
@@ -160,12 +182,12 @@ fn assert_same_metrics(a: &serde_json::Value, b: &serde_json::Value) {
 
 #[test]
 fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
-    // Run A, uninterrupted, alongside run B, which is SIGKILLed as soon as its step-2
-    // checkpoint is in place.
+    // Run A, uninterrupted, alongside run B, whose env blocks at the first episode of step 3
+    // (prompts 1 × group 4 = 4 episodes a step), after its step-2 checkpoint is written.
     let a = out_dir("a");
     let run_a = command(&a, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let b = out_dir("b");
-    let mut child = command(&b, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = command(&b, &[]).env(BLOCK_VAR, "8").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let marker = b.join("checkpoints/step-00002/trainer_state.json");
     let t0 = Instant::now();
     while !marker.exists() {
@@ -175,8 +197,13 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Blocked in step 3, so still running: the kill lands between the step-2 checkpoint and
+    // the end of step 3, every time.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "run B must still be running (blocked in step 3)");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    assert!(!b.join("checkpoints/step-00003").exists() && !b.join("checkpoints/final").exists() && !b.join("results.json").exists());
     let done = run_a.wait_with_output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let uninterrupted = steps(&a);
@@ -185,14 +212,11 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     for s in &uninterrupted {
         assert!(s["grad_norm"].as_f64().unwrap() > 0.0, "{s}");
     }
-    // (Should the child ever outrun the poll, the resume starts from its newest checkpoint.)
-    let killed_after_step_2 = !b.join("checkpoints/step-00003").exists();
-    assert!(!b.join("results.json").exists() || !killed_after_step_2);
 
     let resumed = run(&b, &["--resume"]);
     let log = String::from_utf8_lossy(&resumed.stdout);
     assert!(resumed.status.success(), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
-    assert!(log.contains("after step 2") || !killed_after_step_2, "{log}");
+    assert!(log.contains("after step 2"), "{log}");
     let after = steps(&b);
     assert_eq!(after.len(), 3);
     for (x, y) in uninterrupted.iter().zip(&after) {
@@ -212,6 +236,29 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     let changed = run(&b, &["--resume", "--set", "trainer.lr=2e-3"]);
     let err = String::from_utf8_lossy(&changed.stderr);
     assert!(!changed.status.success() && err.contains("`trainer.lr`"), "{err}");
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+/// A bf16 run stopped after step 2 and resumed (`--steps 3 --resume`; the learning rate is
+/// constant, so the step count may grow) takes the same step 3 as an uninterrupted bf16 run:
+/// the weights and the AdamW moments come back in bf16, not f32.
+#[test]
+fn a_bf16_run_resumes_in_bf16() {
+    let (a, b) = (out_dir("bf16-a"), out_dir("bf16-b"));
+    let done = run(&a, &["--dtype", "bf16"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let two = run(&b, &["--dtype", "bf16", "--set", "trainer.steps=2"]);
+    assert!(two.status.success(), "{}", String::from_utf8_lossy(&two.stderr));
+    let resumed = run(&b, &["--dtype", "bf16", "--resume"]);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success() && log.contains("after step 2"), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    let (x, y) = (steps(&a), steps(&b));
+    assert_eq!((x.len(), y.len()), (3, 3));
+    assert!(x[2]["grad_norm"].as_f64().unwrap() > 0.0);
+    for (x, y) in x.iter().zip(&y) {
+        assert_same_metrics(x, y);
+    }
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::{DType, ElementConversion, Tensor};
 
 /// The L2 norm of all gradients of `module`'s parameters taken together.
 pub fn global_grad_norm<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &GradientsParams) -> f64 {
@@ -35,7 +35,9 @@ struct SquaredNorm<'a, B: AutodiffBackend> {
 impl<B: AutodiffBackend> ModuleVisitor<B> for SquaredNorm<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
-            // Accumulate in f32 on the device; one scalar leaves it at the end.
+            // Square and accumulate in f32 on the device (a bf16 sum of squares keeps 8
+            // mantissa bits); one scalar leaves it at the end.
+            let g = if g.dtype() == DType::F32 { g } else { g.cast(DType::F32) };
             let sq = g.powi_scalar(2).sum();
             self.sum = Some(match self.sum.take() {
                 Some(s) => s + sq,

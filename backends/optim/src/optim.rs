@@ -136,6 +136,32 @@ mod tests {
         assert!((after - 1.0).abs() < 1e-5, "clipped norm {after}");
     }
 
+    /// bf16 gradients: the squares and their sum are taken in f32, so the norm is the norm of
+    /// the bf16 gradient values to f32 accuracy (a bf16 sum keeps 8 mantissa bits: 0.1% off).
+    #[test]
+    fn the_global_norm_of_bf16_gradients_is_accumulated_in_f32() {
+        use burn::module::{Module, Param};
+        use burn::tensor::DType;
+        #[derive(Module, Debug)]
+        struct Wide<B: burn::tensor::backend::Backend> {
+            w: Param<Tensor<B, 1>>,
+        }
+        let n = 4096;
+        let d = device();
+        let m = Wide { w: Param::from_tensor(Tensor::<Dispatch, 1>::from_data(TensorData::new(vec![0.5f32; n], [n]), (&d, DType::BF16))) };
+        let coef: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 / n as f32).collect();
+        let c = Tensor::<Dispatch, 1>::from_data(TensorData::new(coef.clone(), [n]), (&d, DType::BF16));
+        let grads = GradientsParams::from_grads((m.w.val() * c).sum().backward(), &m);
+        let g: Tensor<Dispatch, 1> = grads.get(m.w.id).unwrap();
+        assert_eq!(g.dtype(), DType::BF16);
+        let g: Vec<f64> = g.into_data().convert::<f64>().to_vec::<f64>().unwrap();
+        assert_eq!(g.len(), n);
+        let exact = g.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let norm = global_grad_norm::<Dispatch, _>(&m, &grads);
+        // An f32 sum of 4096 squares is within ~1e-5 here; the bf16 one is 1e-3 off.
+        assert!((norm - exact).abs() <= 1e-4 * exact, "norm {norm} vs {exact} (f64 over the bf16 values)");
+    }
+
     #[test]
     fn clip_leaves_small_gradients_alone() {
         let m = model();

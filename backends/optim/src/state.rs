@@ -6,6 +6,7 @@
 //! stored as tensors `i.moment_1` / `i.moment_2` (f32) in one safetensors file, with its step
 //! count `time` in the metadata (`i.time`). Loading visits the new module in the same order
 //! and rebuilds the map with its ids. A parameter that never had a gradient has no entry.
+//! Moments are restored in their parameter's dtype (f32 on disk holds bf16/f16 exactly).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -119,8 +120,9 @@ impl Loader<'_> {
             return Err(format!("{name}: shape {:?} {:?}, the parameter is {shape:?}", view.shape(), view.dtype()));
         }
         let values: Vec<f32> = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        let data = TensorData::new(values, shape.to_vec()).convert_dtype(like.dtype());
-        Ok(Tensor::from_data(data, &like.device()))
+        // In the parameter's dtype (a bf16 run's moments are bf16): `from_data` on a bare
+        // device would make them the device's default float type, f32.
+        Ok(Tensor::from_data(TensorData::new(values, shape.to_vec()), (&like.device(), like.dtype())))
     }
 }
 
@@ -161,7 +163,8 @@ mod tests {
     }
 
     fn values(m: &Two<burn::Dispatch>) -> (Vec<f32>, Vec<f32>) {
-        (m.a.val().into_data().to_vec().unwrap(), m.b.val().into_data().to_vec().unwrap())
+        let host = |d: burn::tensor::TensorData| d.convert::<f32>().to_vec().unwrap();
+        (host(m.a.val().into_data()), host(m.b.val().into_data()))
     }
 
     /// A loss whose gradient depends on the parameters, so the moments matter.
@@ -208,6 +211,36 @@ mod tests {
         }
         assert_ne!(values(&straight), values(&fresh));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A bf16 module's moments come back in bf16, so the resumed steps are the uninterrupted
+    /// ones bit for bit (f32 moments would make them f32 arithmetic, or a dtype mismatch).
+    #[test]
+    fn bf16_moments_are_restored_in_bf16() {
+        use crate::testing::two_in;
+        use burn::tensor::DType;
+        let bf16 = |a: Vec<f32>, b: Vec<f32>| two_in(a, b, DType::BF16);
+        let mut optim = Optim::new(OptimConfig::default());
+        let mut m = bf16(vec![1.0, -2.0, 0.5, 3.0], vec![0.25, -1.0]);
+        for _ in 0..2 {
+            m = step(&mut optim, m);
+        }
+        let path = std::env::temp_dir().join(format!("arl-optim-bf16-{}.safetensors", std::process::id()));
+        optim.save_state(&m, &path).unwrap();
+        let (a, b) = values(&m);
+        let mut straight = m;
+        for _ in 0..2 {
+            straight = step(&mut optim, straight);
+        }
+        let mut resumed = bf16(a, b);
+        let mut optim2 = Optim::new(OptimConfig::default());
+        optim2.load_state(&resumed, &path).unwrap();
+        for _ in 0..2 {
+            resumed = step(&mut optim2, resumed);
+        }
+        assert_eq!(resumed.a.val().dtype(), DType::BF16);
+        assert_eq!(values(&straight), values(&resumed));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

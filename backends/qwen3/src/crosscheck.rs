@@ -20,7 +20,7 @@ pub type Scores = Vec<Vec<f32>>;
 
 /// Score `sequences` at `positions` on `model` and bring the logprobs to the host (f32).
 pub fn score_rows<B: Backend>(model: &Qwen3<B>, sequences: &[Vec<u32>], positions: &[Vec<usize>]) -> Result<Scores, ModelError> {
-    let lp = score::score(model, sequences, Some(positions), false)?.logprobs;
+    let lp = score::score(model, sequences, Some(positions), Default::default())?.logprobs;
     let width = lp.dims()[1];
     let flat = lp.into_data().convert::<f32>().to_vec::<f32>().map_err(|e| ModelError::Request(format!("reading logprobs: {e:?}")))?;
     Ok(positions.iter().enumerate().map(|(r, ts)| ts.iter().map(|&t| flat[r * width + t]).collect()).collect())

@@ -1,6 +1,6 @@
 //! [`QwenPolicy`]: the model behind arl-core's object-safe [`Policy`] trait.
 
-use arl_core::policy::{Generation, Policy, PolicyError, SamplingParams, Scores};
+use arl_core::policy::{Generation, Policy, PolicyError, SamplingParams, ScoreParams, Scores};
 use burn::module::AutodiffModule;
 use burn::{Dispatch, DispatchDevice};
 
@@ -37,8 +37,8 @@ impl Policy for QwenPolicy {
         sample::generate::<Dispatch>(&self.model, prompts, params).map_err(err)
     }
 
-    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError> {
-        let out = score::score::<Dispatch>(&self.model, sequences, positions, entropy).map_err(err)?;
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        let out = score::score::<Dispatch>(&self.model, sequences, positions, params).map_err(err)?;
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })
     }
 }

@@ -2,10 +2,17 @@
 //! states of the rows that predict those tokens are gathered *before* the final norm and the
 //! LM head, so the `[N, vocab]` logits grow with the number of scored tokens N, not with
 //! sequence length × vocabulary. On an autodiff device the result carries gradients.
+//!
+//! The logits are divided by the temperature before the log-softmax, as the sampler divides
+//! them before drawing ([`crate::sample::draw`]), so tokens sampled at temperature T and
+//! scored at T get the log-probabilities the sampler recorded (verl's actor divides its logits
+//! by the rollout temperature the same way). Entropies are of that same distribution.
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+
+use arl_core::policy::ScoreParams;
 
 use crate::{ModelError, Qwen3};
 
@@ -21,13 +28,20 @@ pub fn all_positions(sequences: &[Vec<u32>]) -> Vec<Vec<usize>> {
     sequences.iter().map(|s| (1..s.len()).collect()).collect()
 }
 
-/// Score `sequences` (right-padded internally) at `positions` (per row, `1 ≤ t < len`).
+/// Score `sequences` (right-padded internally) at `positions` (per row, `1 ≤ t < len`) at
+/// `params.temperature`.
 pub fn score<B: Backend>(
     model: &Qwen3<B>,
     sequences: &[Vec<u32>],
     positions: Option<&[Vec<usize>]>,
-    entropy: bool,
+    params: ScoreParams,
 ) -> Result<ScoreOutput<B>, ModelError> {
+    let ScoreParams { temperature, entropy } = params;
+    if !(temperature > 0.0 && temperature.is_finite()) {
+        return Err(ModelError::Request(format!(
+            "scoring temperature {temperature} must be finite and > 0 (greedy sampling, temperature 0, records no log-probabilities to score against)"
+        )));
+    }
     let default;
     let positions = match positions {
         Some(p) => p,
@@ -61,6 +75,7 @@ pub fn score<B: Backend>(
         return Ok(ScoreOutput { logprobs: zeros.clone(), entropy: entropy.then_some(zeros) });
     }
     let logits = model.head(hidden.select(0, int1(rows)));
+    let logits = if temperature == 1.0 { logits } else { logits.div_scalar(temperature) };
     let lp = log_softmax(logits, 1);
     let picked = lp.clone().gather(1, int1(targets).reshape([n, 1])).reshape([n]);
     let place = |values: Tensor<B, 1>| {

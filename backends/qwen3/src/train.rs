@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, Scores, TrainablePolicy};
+use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 use arl_optim::{Optim, OptimConfig};
 use burn::module::{AutodiffModule, Module, ModuleMapper, Param};
 use burn::tensor::Tensor;
@@ -82,8 +82,8 @@ impl Policy for QwenTrainer {
         sample::generate::<Dispatch>(&self.inference(), prompts, params).map_err(err)
     }
 
-    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError> {
-        let out = score::score::<Dispatch>(&self.inference(), sequences, positions, entropy).map_err(err)?;
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        let out = score::score::<Dispatch>(&self.inference(), sequences, positions, params).map_err(err)?;
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })
     }
 }
@@ -93,8 +93,13 @@ impl TrainablePolicy for QwenTrainer {
         self.model().device()
     }
 
-    fn score_with_grad(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, entropy: bool) -> Result<Scores, PolicyError> {
-        let out = score::score::<Dispatch>(self.model(), sequences, positions, entropy).map_err(err)?;
+    fn score_with_grad(
+        &self,
+        sequences: &[Vec<u32>],
+        positions: Option<&[Vec<usize>]>,
+        params: ScoreParams,
+    ) -> Result<Scores, PolicyError> {
+        let out = score::score::<Dispatch>(self.model(), sequences, positions, params).map_err(err)?;
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })
     }
 
@@ -132,13 +137,15 @@ impl TrainablePolicy for QwenTrainer {
         self.optim.save_state(self.model(), &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))
     }
 
-    /// Reload the weights from `dir` on the same device (new parameter ids) and map the
-    /// optimizer moments onto them by parameter order.
+    /// Reload the weights from `dir` on the same device (new parameter ids) in the dtype
+    /// being trained (a bf16 run continues in bf16: the F32 checkpoint holds its bf16 values
+    /// exactly) and map the optimizer moments onto them by parameter order, in that dtype too.
     fn load_state(&mut self, dir: &Path) -> Result<(), PolicyError> {
-        let device = self.model().device();
-        let model = crate::Qwen3::load_dir(dir, &device).map_err(err)?;
+        let (device, dtype) = (self.model().device(), self.model().dtype());
+        let model = crate::Qwen3::load_dir(dir, &device).map_err(err)?.into_dtype(dtype);
         self.optim.load_state(&model, &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))?;
         self.model = Some(model);
+        self.inference_copy.take();
         Ok(())
     }
 

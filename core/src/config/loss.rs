@@ -18,7 +18,8 @@ pub struct LossConfig {
     /// Unset: the loss's own default aggregation.
     pub aggregation: Option<Aggregation>,
     /// Constant horizon H (tokens per sequence) for `constant-horizon` aggregation; unset:
-    /// the padded token width of the minibatch (verl's fallback).
+    /// the response budget (`sampling.max_response_tokens`, else `max_turns × max_new_tokens`),
+    /// as verl's H is its fixed response length.
     pub horizon: Option<f64>,
     /// Lower clip ε: ratios below 1 − clip_low are clipped. Unset: the loss's default.
     pub clip_low: Option<f64>,

@@ -180,12 +180,15 @@ impl Default for ModelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SamplingConfig {
-    /// Softmax temperature of the sampler (> 0).
+    /// Softmax temperature of the sampler (> 0). The trainer scores old, new and reference
+    /// log-probabilities at the same temperature (as verl), so T ≠ 1 trains the policy that acted.
     pub temperature: f64,
     /// Sample only from the k most likely tokens; unset: no truncation. Scoring does not
-    /// replay the truncation, so only untruncated sampling is exact for training.
+    /// replay the truncation, so `arl run` refuses it for training (the trainer scores at
+    /// `temperature` instead, which is exact).
     pub top_k: Option<usize>,
-    /// Nucleus sampling: the smallest set of tokens with probability ≥ p; unset: no truncation.
+    /// Nucleus sampling: the smallest set of tokens with probability ≥ p; unset: no
+    /// truncation. Refused for training, as `top_k`.
     pub top_p: Option<f64>,
     /// New tokens per assistant turn; unset means the env's default (64 for `edit`, 256
     /// for `tools`).

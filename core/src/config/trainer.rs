@@ -16,8 +16,9 @@ pub struct TrainerConfig {
     pub prompts: u32,
     /// Peak learning rate of AdamW (> 0).
     pub lr: f64,
-    /// `constant`, or `cosine`: linear warmup over `warmup_steps`, then cosine decay to
-    /// `lr · min_lr_ratio` at the last step.
+    /// `constant`, or `cosine`: linear warmup over `warmup_steps` (the last warmup step at
+    /// `lr`), then cosine decay from `lr` at the first step after warmup to `lr · min_lr_ratio`
+    /// at the last step (`steps − 1`, 0-based; a single step after warmup runs at `lr`).
     pub lr_schedule: LrSchedule,
     /// Steps of linear warmup from lr/warmup_steps to lr (fewer than `steps`); 0: none.
     pub warmup_steps: u32,
@@ -115,8 +116,9 @@ impl TrainerConfig {
         match self.lr_schedule {
             LrSchedule::Constant => self.lr,
             LrSchedule::Cosine => {
-                let span = self.steps.saturating_sub(self.warmup_steps).max(1) as f64;
-                let progress = ((step - self.warmup_steps) as f64 / span).min(1.0);
+                // Decay intervals between the first step after warmup and the last step run.
+                let span = self.steps.saturating_sub(self.warmup_steps + 1);
+                let progress = if span == 0 { 0.0 } else { ((step - self.warmup_steps) as f64 / span as f64).min(1.0) };
                 let min = self.lr * self.min_lr_ratio;
                 min + (self.lr - min) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
             }
@@ -129,14 +131,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warmup_then_cosine_reaches_the_floor_at_the_end() {
+    fn warmup_then_cosine_reaches_the_floor_at_the_last_step_run() {
+        // Steps 0..=10 run (the trainer's loop is 0..steps); warmup 0 and 1, decay 2..=10.
         let c =
-            TrainerConfig { lr: 1.0, steps: 10, warmup_steps: 2, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.1, ..Default::default() };
+            TrainerConfig { lr: 1.0, steps: 11, warmup_steps: 2, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.1, ..Default::default() };
         assert_eq!((c.lr_at(0), c.lr_at(1)), (0.5, 1.0));
         assert!((c.lr_at(2) - 1.0).abs() < 1e-12);
-        // Halfway through the decay: the midpoint of 1.0 and 0.1.
+        // Halfway through the decay (step 6 of 2..=10): the midpoint of 1.0 and 0.1.
         assert!((c.lr_at(6) - 0.55).abs() < 1e-12);
-        assert!((c.lr_at(10) - 0.1).abs() < 1e-12);
+        let last = c.steps - 1;
+        assert!((c.lr_at(last) - 0.1).abs() < 1e-12, "the last step run is at the floor: {}", c.lr_at(last));
+        assert!(c.lr_at(last - 1) > 0.1 + 1e-3);
+        // Without warmup the first step is at lr and the last at the floor.
+        let c = TrainerConfig { lr: 1.0, steps: 5, lr_schedule: LrSchedule::Cosine, min_lr_ratio: 0.0, ..Default::default() };
+        assert_eq!(c.lr_at(0), 1.0);
+        assert!(c.lr_at(4).abs() < 1e-12, "{}", c.lr_at(4));
+        // A single step after warmup runs at lr (no zero learning rate for a one-step run).
+        let one = TrainerConfig { lr: 1.0, steps: 1, lr_schedule: LrSchedule::Cosine, ..Default::default() };
+        assert_eq!(one.lr_at(0), 1.0);
         let constant = TrainerConfig { lr: 0.3, ..Default::default() };
         assert_eq!(constant.lr_at(17), 0.3);
     }

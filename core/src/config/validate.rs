@@ -183,21 +183,27 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// With one episode per group, an estimator that compares episodes within a group gives
-/// every episode advantage 0: found by asking the estimator, not by its name.
+/// With one episode per group, an estimator that compares the episodes of a group has nothing
+/// to compare: each episode falls back to the singleton rule (0, or verl's mean 0 / std 1,
+/// which is the raw reward with no baseline). Found by asking the estimator — do two rewards
+/// get other advantages as one group than as two groups of one? — not by its name.
 fn group_signal(c: &RunConfig, estimator: &dyn crate::AdvantageFn) -> Result<(), ConfigError> {
     if c.trainer.group_size != 1 {
         return Ok(());
     }
     let rewards = [0.0, 1.0];
-    let input = AdvantageInput { rewards: &rewards, group_ids: &[0, 1] };
-    let silent = estimator.advantages(&input).map(|a| a.iter().all(|x| *x == 0.0 || !x.is_finite())).unwrap_or(false);
-    if silent {
+    let apart = AdvantageInput { rewards: &rewards, group_ids: &[0, 1], response_tokens: None };
+    let together = AdvantageInput { rewards: &rewards, group_ids: &[0, 0], response_tokens: None };
+    let (Ok(apart), Ok(together)) = (estimator.advantages(&apart), estimator.advantages(&together)) else { return Ok(()) };
+    if apart != together {
         return Err(out_of_range(
             "trainer.group_size",
             1,
             "≥ 2",
-            &format!("estimator `{}` compares the episodes of a group, so one episode per group gets advantage 0", c.advantage.name),
+            &format!(
+                "estimator `{}` compares the episodes of a group, so with one episode per group it has no baseline",
+                c.advantage.name
+            ),
         ));
     }
     Ok(())

@@ -186,7 +186,9 @@ pub fn collect(
     let keep: Vec<usize> = (0..sampled.len()).filter(|&i| kept_groups.contains(&sampled[i].group)).collect();
     let rewards: Vec<f64> = keep.iter().map(|&i| shaped[i]).collect();
     let group_ids: Vec<usize> = keep.iter().map(|&i| sampled[i].group).collect();
-    let all_advantages = advantage.advantages(&AdvantageInput { rewards: &rewards, group_ids: &group_ids })?;
+    let tokens: Vec<f64> = keep.iter().map(|&i| sampled[i].policy_tokens() as f64).collect();
+    let input = AdvantageInput { rewards: &rewards, group_ids: &group_ids, response_tokens: Some(&tokens) };
+    let all_advantages = advantage.advantages(&input)?;
     let mut train = Vec::with_capacity(keep.len());
     let mut advantages = Vec::with_capacity(keep.len());
     for (&i, a) in keep.iter().zip(all_advantages) {

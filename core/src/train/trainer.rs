@@ -93,6 +93,7 @@ pub fn train(
     progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
+    check_sampling_for_training(config)?;
     std::fs::create_dir_all(out_dir).map_err(TrainError::at(out_dir))?;
     let Parts { env, codec, policy, loss, advantage, reference } = parts;
     let self_check = codec.self_check()?;
@@ -129,14 +130,7 @@ pub fn train(
         return Err(TrainError::Other(format!("env `{}` has no training tasks", config.env.name)));
     }
     let order = shuffled(train_tasks.len(), config.trainer.seed);
-    let update_opts = UpdateOptions {
-        epochs: config.trainer.epochs,
-        minibatches: config.trainer.minibatches,
-        micro: config.trainer.micro.map(|m| m as usize),
-        lr: config.trainer.lr,
-        aggregation: Aggregation::resolve(config.loss.aggregation, loss),
-        horizon: config.loss.horizon,
-    };
+    let update_opts = update_options(config, loss, &rollout_opts);
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path).map_err(TrainError::at(&metrics_path))?;
     let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used) = match resumed {
@@ -163,8 +157,9 @@ pub fn train(
         (Some(r), KlPlacement::Reward) if config.loss.kl_coef > 0.0 => {
             let (coef, estimator) = (config.loss.kl_coef, config.loss.kl_estimator);
             let rows = update_opts.micro.unwrap_or(usize::MAX).max(1);
+            let temperature = update_opts.temperature;
             Some(Box::new(move |episodes: &[Episode]| {
-                let ref_lp = recompute_logprobs(r, episodes, rows.min(episodes.len().max(1)))?;
+                let ref_lp = recompute_logprobs(r, episodes, rows.min(episodes.len().max(1)), temperature)?;
                 Ok(kl_penalty(episodes, &ref_lp, coef, estimator))
             }))
         }
@@ -307,13 +302,54 @@ pub fn rollout_options(config: &RunConfig, env: &dyn Env, seed: u64) -> RolloutO
     }
 }
 
+/// Training refuses truncated sampling: scoring does not replay top-k/top-p, so the trainer's
+/// log-probabilities would be of another distribution than the sampler's (off by log of the
+/// kept mass, trl #6789). Temperature is fine: scores are taken at it.
+pub fn check_sampling_for_training(config: &RunConfig) -> Result<(), TrainError> {
+    let s = &config.sampling;
+    let key = if s.top_k.is_some() {
+        "sampling.top_k"
+    } else if s.top_p.is_some_and(|p| p < 1.0) {
+        "sampling.top_p"
+    } else {
+        return Ok(());
+    };
+    Err(TrainError::Config(crate::ConfigError::Invalid {
+        key: key.into(),
+        message: "training samples from the whole distribution (scoring does not replay top-k/top-p truncation, so \
+                  sampler and trainer log-probabilities would differ); unset it (temperature is allowed)"
+            .into(),
+    }))
+}
+
+/// The response budget of an episode in tokens: `sampling.max_response_tokens`, else every
+/// turn at its full `max_new_tokens`. It is L_max of overlong shaping and the default H of
+/// the constant-horizon aggregation.
+pub fn response_budget(rollout: &RolloutOptions) -> usize {
+    rollout.max_response_tokens.unwrap_or(rollout.max_turns as usize * rollout.sampling.max_new_tokens)
+}
+
+/// The update's settings from the config: the loss's aggregation unless `loss.aggregation`
+/// is set, H = `loss.horizon` else the response budget (verl's fixed response length, so the
+/// constant-horizon normalizer is a constant), scores at the sampling temperature.
+pub fn update_options(config: &RunConfig, loss: &dyn PolicyLoss, rollout: &RolloutOptions) -> UpdateOptions {
+    UpdateOptions {
+        epochs: config.trainer.epochs,
+        minibatches: config.trainer.minibatches,
+        micro: config.trainer.micro.map(|m| m as usize),
+        lr: config.trainer.lr,
+        aggregation: Aggregation::resolve(config.loss.aggregation, loss),
+        horizon: Some(config.loss.horizon.unwrap_or(response_budget(rollout) as f64)),
+        temperature: config.sampling.temperature,
+    }
+}
+
 /// Dynamic sampling, zero-variance skip and overlong shaping from the config. L_max of the
-/// shaping is the response budget: `sampling.max_response_tokens`, else every turn at its
-/// full `max_new_tokens`.
+/// shaping is the [`response_budget`].
 pub fn batch_options(config: &RunConfig, rollout: &RolloutOptions) -> Result<BatchOptions, TrainError> {
     let t = &config.trainer;
     let overlong = if t.overlong_buffer > 0 {
-        let max_tokens = rollout.max_response_tokens.unwrap_or(rollout.max_turns as usize * rollout.sampling.max_new_tokens);
+        let max_tokens = response_budget(rollout);
         if t.overlong_buffer as usize > max_tokens {
             return Err(TrainError::Other(format!(
                 "config key `trainer.overlong_buffer`: {} is longer than the response budget of {max_tokens} tokens; \

@@ -5,6 +5,12 @@
 //! Memory: scoring projects only policy positions through the LM head. Rows whose advantage
 //! is zero are skipped in backward when the loss says they contribute nothing, yet still
 //! count in the normalizer, so skipping never changes the gradient.
+//!
+//! Every score (old, new, reference) is taken at the sampling temperature. The old
+//! log-probabilities are recomputed without gradients in the very micro-batches of the
+//! gradient pass; the first minibatch of the first epoch, still on-policy, takes them from its
+//! own forward pass (detached, as verl's on-policy path does), so its ratios are exactly 1 and
+//! nothing is clipped.
 
 use std::time::Instant;
 
@@ -15,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use crate::Episode;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
-use crate::policy::{Policy, TrainablePolicy};
+use crate::policy::{Policy, ScoreParams, TrainablePolicy};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpdateOptions {
@@ -25,13 +31,29 @@ pub struct UpdateOptions {
     pub micro: Option<usize>,
     pub lr: f64,
     pub aggregation: Aggregation,
+    /// H of `constant-horizon` aggregation, in tokens per sequence: the response budget
+    /// (verl's fixed response length). Required by that aggregation, unused by the others.
     pub horizon: Option<f64>,
+    /// The sampling temperature: the old, new and reference log-probabilities are scored at
+    /// it, so they are log-probabilities of the distribution the sampler drew from.
+    pub temperature: f64,
+}
+
+impl Default for UpdateOptions {
+    fn default() -> Self {
+        Self { epochs: 1, minibatches: 1, micro: None, lr: 1e-5, aggregation: Aggregation::TokenMean, horizon: None, temperature: 1.0 }
+    }
 }
 
 /// What an update did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UpdateMetrics {
     pub loss: LossMetrics,
+    /// The loss metrics of each minibatch, in order (epoch after epoch). The first is
+    /// on-policy: its ratios are exactly 1.
+    pub minibatch_metrics: Vec<LossMetrics>,
+    /// The loss of each minibatch, in order (epoch after epoch).
+    pub minibatch_losses: Vec<f64>,
     /// Mean of the minibatch losses.
     pub loss_value: f64,
     pub grad_norm_mean: f64,
@@ -61,10 +83,11 @@ pub fn policy_positions(ep: &Episode) -> Vec<usize> {
     ep.policy_mask.iter().enumerate().skip(1).filter(|(_, m)| **m).map(|(t, _)| t).collect()
 }
 
-/// Teacher-forced logprobs of every episode's policy tokens under `policy` (no gradient),
-/// as host vectors aligned with `ids` (0 off the policy positions).
-pub fn recompute_logprobs(policy: &dyn Policy, episodes: &[Episode], rows: usize) -> Result<Vec<Vec<f32>>, TrainError> {
-    Ok(recompute(policy, episodes, rows, false)?.logprobs)
+/// Teacher-forced logprobs of every episode's policy tokens under `policy` at `temperature`
+/// (no gradient), as host vectors aligned with `ids` (0 off the policy positions), scored
+/// `rows` episodes at a time.
+pub fn recompute_logprobs(policy: &dyn Policy, episodes: &[Episode], rows: usize, temperature: f64) -> Result<Vec<Vec<f32>>, TrainError> {
+    Ok(recompute(policy, episodes, rows, ScoreParams::at(temperature))?.logprobs)
 }
 
 /// A no-grad scoring pass over a step's episodes.
@@ -76,37 +99,105 @@ pub struct Recomputed {
 }
 
 /// As [`recompute_logprobs`], optionally with the mean entropy over policy tokens.
-pub fn recompute(policy: &dyn Policy, episodes: &[Episode], rows: usize, entropy: bool) -> Result<Recomputed, TrainError> {
+pub fn recompute(policy: &dyn Policy, episodes: &[Episode], rows: usize, params: ScoreParams) -> Result<Recomputed, TrainError> {
+    let all: Vec<usize> = (0..episodes.len()).collect();
+    let batches: Vec<Vec<usize>> = all.chunks(rows.max(1)).map(<[usize]>::to_vec).collect();
+    score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, params)
+}
+
+type ScoreFn<'a> = dyn Fn(&[Vec<u32>], &[Vec<usize>], ScoreParams) -> Result<crate::policy::Scores, crate::policy::PolicyError> + 'a;
+
+/// Score the episodes of each batch together with `score` and bring the values to the host
+/// (any autodiff graph is dropped with the tensors); every episode must be in exactly one
+/// batch. Batches whose rows have no policy positions are not run.
+fn score_batches(score: &ScoreFn<'_>, episodes: &[Episode], batches: &[Vec<usize>], params: ScoreParams) -> Result<Recomputed, TrainError> {
     let host = |t: burn::tensor::Tensor<Dispatch, 2>| -> Result<Vec<f32>, TrainError> {
         t.into_data().convert::<f32>().to_vec().map_err(|e| TrainError::Other(format!("{e:?}")))
     };
-    let mut out = Vec::with_capacity(episodes.len());
+    let mut out: Vec<Vec<f32>> = episodes.iter().map(|ep| vec![0.0f32; ep.ids.len()]).collect();
     let (mut ent_sum, mut ent_n) = (0.0f64, 0usize);
-    for chunk in episodes.chunks(rows.max(1)) {
-        let seqs: Vec<Vec<u32>> = chunk.iter().map(|e| e.ids.clone()).collect();
-        let positions: Vec<Vec<usize>> = chunk.iter().map(policy_positions).collect();
+    for batch in batches {
+        let positions: Vec<Vec<usize>> = batch.iter().map(|&i| policy_positions(&episodes[i])).collect();
         if positions.iter().all(Vec::is_empty) {
-            out.extend(chunk.iter().map(|ep| vec![0.0f32; ep.ids.len()]));
             continue;
         }
-        let scores = policy.score(&seqs, Some(&positions), entropy)?;
+        let seqs: Vec<Vec<u32>> = batch.iter().map(|&i| episodes[i].ids.clone()).collect();
+        let scores = score(&seqs, &positions, params)?;
         let width = scores.logprobs.dims()[1];
         let flat = host(scores.logprobs)?;
         let ent = scores.entropy.map(host).transpose()?;
-        for (r, ep) in chunk.iter().enumerate() {
-            let mut row = vec![0.0f32; ep.ids.len()];
+        for (r, &i) in batch.iter().enumerate() {
             for &t in &positions[r] {
-                row[t] = flat[r * width + t];
+                out[i][t] = flat[r * width + t];
                 if let Some(h) = &ent {
                     ent_sum += h[r * width + t] as f64;
                     ent_n += 1;
                 }
             }
-            out.push(row);
         }
     }
-    let entropy_mean = entropy.then(|| if ent_n > 0 { ent_sum / ent_n as f64 } else { 0.0 });
+    let entropy_mean = params.entropy.then(|| if ent_n > 0 { ent_sum / ent_n as f64 } else { 0.0 });
     Ok(Recomputed { logprobs: out, entropy_mean })
+}
+
+/// The update's batches, fixed before anything is scored: minibatches of episode indices, and
+/// in each the micro-batches of rows that go through backward (zero-advantage rows left out
+/// when the loss allows, rows without policy tokens always). The old log-probabilities are
+/// scored in exactly these micro-batches (no batch variance between the two, verl #6280).
+/// That alone does not make the on-policy ratio 1: burn's autodiff forward differs from the
+/// plain backend's in the last bits (burn-flex fuses softmax only on the plain backend, ~1e-6
+/// in log-probability), so the first minibatch uses its own forward, detached, as `old`.
+struct Plan {
+    minibatches: Vec<PlannedMinibatch>,
+}
+
+struct PlannedMinibatch {
+    /// Every episode of the minibatch (the normalizer counts them all).
+    episodes: Vec<usize>,
+    micro: Vec<Vec<usize>>,
+    skipped: usize,
+}
+
+impl Plan {
+    fn new(episodes: &[Episode], advantages: &[f64], opts: &UpdateOptions, skip_zero: bool) -> Self {
+        let n = episodes.len();
+        let per_minibatch = n.div_ceil(opts.minibatches.max(1) as usize).max(1);
+        let micro = opts.micro.unwrap_or(usize::MAX).max(1);
+        let all: Vec<usize> = (0..n).collect();
+        let minibatches = all
+            .chunks(per_minibatch)
+            .map(|mb| {
+                let mut skipped = 0;
+                let micro = mb
+                    .chunks(micro)
+                    .filter_map(|chunk| {
+                        let rows: Vec<usize> = chunk
+                            .iter()
+                            .copied()
+                            .filter(|&i| (!skip_zero || advantages[i] != 0.0) && !policy_positions(&episodes[i]).is_empty())
+                            .collect();
+                        skipped += chunk.len() - rows.len();
+                        (!rows.is_empty()).then_some(rows)
+                    })
+                    .collect();
+                PlannedMinibatch { episodes: mb.to_vec(), micro, skipped }
+            })
+            .collect();
+        Plan { minibatches }
+    }
+
+    /// The scoring batches of a no-grad pass: every planned micro-batch, then the rows no
+    /// micro-batch trains, `micro` at a time.
+    fn scoring_batches(&self, n: usize, micro: usize) -> Vec<Vec<usize>> {
+        let mut batches: Vec<Vec<usize>> = self.minibatches.iter().flat_map(|m| m.micro.iter().cloned()).collect();
+        let mut planned = vec![false; n];
+        for &i in batches.iter().flatten() {
+            planned[i] = true;
+        }
+        let rest: Vec<usize> = (0..n).filter(|&i| !planned[i]).collect();
+        batches.extend(rest.chunks(micro.max(1)).map(<[usize]>::to_vec));
+        batches
+    }
 }
 
 /// Run the update with no reference policy (see [`update_with_reference`]).
@@ -135,11 +226,23 @@ pub fn update_with_reference(
     if episodes.len() != advantages.len() {
         return Err(TrainError::Other(format!("{} episodes, {} advantages", episodes.len(), advantages.len())));
     }
+    if opts.aggregation == Aggregation::ConstantHorizon && opts.horizon.is_none() {
+        return Err(TrainError::Other(
+            "constant-horizon aggregation needs a horizon H (UpdateOptions::horizon, the response budget in tokens; \
+             `arl run` passes loss.horizon, else sampling.max_response_tokens)"
+                .into(),
+        ));
+    }
     let micro = opts.micro.unwrap_or(usize::MAX).max(1);
-    let rows = micro.min(episodes.len().max(1));
-    let before = recompute(&*policy, episodes, rows, true)?;
+    let plan = Plan::new(episodes, advantages, opts, loss.zero_advantage_rows_vanish());
+    let batches = plan.scoring_batches(episodes.len(), micro);
+    let at = ScoreParams::at(opts.temperature);
+    let before = score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let old = before.logprobs;
-    let reference = reference.map(|r| recompute_logprobs(r, episodes, rows)).transpose()?;
+    let reference = reference
+        .map(|r| score_batches(&|s, p, params| r.score(s, Some(p), params), episodes, &batches, at))
+        .transpose()?
+        .map(|r| r.logprobs);
     let mut m = UpdateMetrics { entropy: before.entropy_mean, ..UpdateMetrics::default() };
     if let Some(r) = &reference {
         m.ref_kl = Some(mean_ref_kl(episodes, &old, r));
@@ -156,48 +259,39 @@ pub fn update_with_reference(
     m.logprob_gap_mean = if gap_n > 0 { gap_sum / gap_n as f64 } else { 0.0 };
     m.policy_tokens = gap_n;
 
-    let n = episodes.len();
-    let per_minibatch = n.div_ceil(opts.minibatches.max(1) as usize).max(1);
-    let skip_zero = loss.zero_advantage_rows_vanish();
     let device = policy.device();
     let mut metrics = Vec::new();
     let mut losses = Vec::new();
     let mut grad_norms = Vec::new();
-    for _epoch in 0..opts.epochs {
-        for mb in (0..n).collect::<Vec<_>>().chunks(per_minibatch) {
-            let lengths: Vec<f64> = mb.iter().map(|&i| policy_positions(&episodes[i]).len() as f64).collect();
-            let width = mb.iter().map(|&i| episodes[i].ids.len()).max().unwrap_or(0);
-            let norm = Normalizer::from_lengths(opts.aggregation, opts.horizon, &lengths, width)?;
+    for epoch in 0..opts.epochs {
+        for (k, mb) in plan.minibatches.iter().enumerate() {
+            // Before the first optimizer step the policy is the one that produced `old`.
+            let on_policy = epoch == 0 && k == 0;
+            let lengths: Vec<f64> = mb.episodes.iter().map(|&i| policy_positions(&episodes[i]).len() as f64).collect();
+            // (The horizon is checked above for constant-horizon; the others ignore it.)
+            let norm = Normalizer::from_lengths(opts.aggregation, Some(opts.horizon.unwrap_or(1.0)), &lengths, 0)?;
             let mut mb_loss = 0.0;
-            let mut any = false;
+            let mut mb_metrics = Vec::new();
             let mut non_finite = false;
-            let metrics_before = metrics.len();
-            for chunk in mb.chunks(micro) {
-                let rows: Vec<usize> = chunk
-                    .iter()
-                    .copied()
-                    .filter(|&i| (!skip_zero || advantages[i] != 0.0) && !policy_positions(&episodes[i]).is_empty())
-                    .collect();
-                m.skipped_rows += chunk.len() - rows.len();
-                if rows.is_empty() {
-                    continue;
-                }
+            m.skipped_rows += mb.skipped;
+            for rows in &mb.micro {
                 let seqs: Vec<Vec<u32>> = rows.iter().map(|&i| episodes[i].ids.clone()).collect();
                 let positions: Vec<Vec<usize>> = rows.iter().map(|&i| policy_positions(&episodes[i])).collect();
-                let scores = policy.score_with_grad(&seqs, Some(&positions), loss.needs_entropy())?;
+                let scores = policy.score_with_grad(&seqs, Some(&positions), at.with_entropy(loss.needs_entropy()))?;
                 let w = scores.logprobs.dims()[1];
                 let build = |f: &dyn Fn(usize, usize) -> f32| -> T2 {
                     let mut v = vec![0.0f32; rows.len() * w];
                     for (r, &i) in rows.iter().enumerate() {
-                        for &t in &policy_positions(&episodes[i]) {
+                        for &t in &positions[r] {
                             v[r * w + t] = f(i, t);
                         }
                     }
                     Tensor::from_data(TensorData::new(v, [rows.len(), w]), &device)
                 };
+                let old_log_prob = if on_policy { scores.logprobs.clone().detach() } else { build(&|i, t| old[i][t]) };
                 let input = LossInput {
                     log_prob: scores.logprobs,
-                    old_log_prob: build(&|i, t| old[i][t]),
+                    old_log_prob,
                     advantages: build(&|i, _| advantages[i] as f32),
                     mask: build(&|_, _| 1.0),
                     ref_log_prob: reference.as_ref().map(|r| build(&|i, t| r[i][t])),
@@ -214,11 +308,10 @@ pub fn update_with_reference(
                     break;
                 }
                 mb_loss += value;
-                metrics.push(token_loss.metrics);
+                mb_metrics.push(token_loss.metrics);
                 policy.backward(scalar)?;
-                any = true;
             }
-            if any && !non_finite {
+            if !mb.micro.is_empty() && !non_finite {
                 let step = policy.step(opts.lr)?;
                 non_finite = step.non_finite;
                 if !non_finite {
@@ -228,14 +321,16 @@ pub fn update_with_reference(
             }
             if non_finite {
                 m.non_finite_steps += 1;
-                metrics.truncate(metrics_before);
                 continue;
             }
             losses.push(mb_loss);
+            m.minibatch_metrics.push(LossMetrics::merge(&mb_metrics));
+            metrics.extend(mb_metrics);
         }
     }
     m.loss = LossMetrics::merge(&metrics);
     m.loss_value = if losses.is_empty() { 0.0 } else { losses.iter().sum::<f64>() / losses.len() as f64 };
+    m.minibatch_losses = losses;
     m.grad_norm_mean = if grad_norms.is_empty() { 0.0 } else { grad_norms.iter().sum::<f64>() / grad_norms.len() as f64 };
     m.grad_norm_max = grad_norms.iter().copied().fold(0.0, f64::max);
     m.seconds = start.elapsed().as_secs_f64();

@@ -15,7 +15,11 @@ pub struct Estimator {
     pub norm: Norm,
 }
 
-/// The defaults of each named estimator.
+/// The defaults of each named estimator. The verl estimators (GRPO, Dr.GRPO, RLOO,
+/// REINFORCE++, REINFORCE++-baseline) follow verl's `core_algos.py` on every edge case (a group
+/// of one: mean 0, std 1; REINFORCE++ whitens over response tokens), checked against numbers
+/// from verl's own functions (`losses/tests/fixtures/verl.json`); `liteppo` and `norm` are
+/// AReaL's `NormConfig` (verl has no such estimator).
 pub fn defaults(name: &str) -> Option<Norm> {
     use NormLevel::*;
     let n = |mean_level, std_level, leave_one_out, eps| Norm {
@@ -24,17 +28,19 @@ pub fn defaults(name: &str) -> Option<Norm> {
         leave_one_out,
         std_unbiased: true,
         eps,
-        eps_in_sqrt: false,
+        lone_group_baseline_zero: true,
+        whiten: false,
     };
-    let whiten = |mean_level| Norm { eps_in_sqrt: true, ..n(mean_level, Batch, false, 1e-8) };
+    let areal = |mean_level, std_level, eps| Norm { lone_group_baseline_zero: false, ..n(mean_level, std_level, false, eps) };
+    let whiten = |mean_level| Norm { whiten: true, ..n(mean_level, Batch, false, 1e-8) };
     Some(match name {
         "grpo" => n(Group, Group, false, 1e-6),
         "drgrpo" => n(Group, None, false, 1e-6),
         "rloo" => n(Group, None, true, 1e-6),
-        "liteppo" => n(Group, Batch, false, 1e-6),
+        "liteppo" => areal(Group, Batch, 1e-6),
         "reinforce++" => whiten(Batch),
         "reinforce++-baseline" => whiten(Group),
-        "norm" => n(Batch, Batch, false, 1e-5),
+        "norm" => areal(Batch, Batch, 1e-5),
         _ => return Option::None,
     })
 }
@@ -56,7 +62,8 @@ impl Estimator {
             leave_one_out: c.leave_one_out.unwrap_or(d.leave_one_out),
             std_unbiased: c.std_unbiased.unwrap_or(d.std_unbiased),
             eps: c.eps.unwrap_or(d.eps),
-            eps_in_sqrt: d.eps_in_sqrt,
+            lone_group_baseline_zero: d.lone_group_baseline_zero,
+            whiten: d.whiten,
         };
         if norm.eps.is_nan() || norm.eps < 0.0 {
             return Err(fail(format!("`advantage.eps` must be >= 0, got {}", norm.eps)));
@@ -74,7 +81,10 @@ impl AdvantageFn for Estimator {
         if let Some(r) = input.rewards.iter().find(|r| !r.is_finite()) {
             return Err(LossError::Invalid(format!("reward {r} is not finite")));
         }
-        Ok(self.norm.apply(input.rewards, input.group_ids))
+        Ok(match input.response_tokens {
+            Some(tokens) => self.norm.apply_with_lengths(input.rewards, input.group_ids, tokens),
+            None => self.norm.apply(input.rewards, input.group_ids),
+        })
     }
 
     fn advantages_token_weighted(&self, input: &AdvantageInput<'_>, token_counts: &[f64]) -> Result<Vec<f64>, LossError> {

@@ -57,6 +57,7 @@ fn one_two_and_four_micro_batches_give_the_same_gradient() {
         for micro in [2, 1] {
             let (l, g) = accumulated(loss.as_ref(), &c, &batch, micro, &[]);
             assert!((l - whole).abs() <= 1e-6, "{name}: {micro} rows per micro-batch: loss {l} vs {whole}");
+            assert_eq!(g.iter().flatten().count(), grad.iter().flatten().count());
             for (a, b) in g.iter().flatten().zip(grad.iter().flatten()) {
                 assert!((a - b).abs() <= 1e-6, "{name}: {micro} rows per micro-batch: grad {a} vs {b}");
             }
@@ -74,6 +75,7 @@ fn every_aggregation_is_micro_batch_invariant() {
         for micro in [2, 1] {
             let (l, g) = accumulated(loss.as_ref(), &c, &batch, micro, &[]);
             assert!((l - whole).abs() <= 1e-6, "{}: {l} vs {whole}", aggregation.name());
+            assert_eq!(g.iter().flatten().count(), grad.iter().flatten().count());
             for (a, b) in g.iter().flatten().zip(grad.iter().flatten()) {
                 assert!((a - b).abs() <= 1e-6, "{}: grad {a} vs {b}", aggregation.name());
             }
@@ -99,6 +101,7 @@ fn zero_advantage_rows_skipped_in_backward_but_counted_give_the_same_result() {
             let (all, g_all) = accumulated(loss.as_ref(), &c, &batch, micro, &[]);
             let (skipped, g_skipped) = accumulated(loss.as_ref(), &c, &batch, micro, &[1, 2]);
             assert!((all - skipped).abs() <= 1e-12, "{name}: loss {all} vs {skipped}");
+            assert_eq!(g_all.iter().flatten().count(), g_skipped.iter().flatten().count());
             for (a, b) in g_all.iter().flatten().zip(g_skipped.iter().flatten()) {
                 assert!((a - b).abs() <= 1e-12, "{name}: grad {a} vs {b}");
             }

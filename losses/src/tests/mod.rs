@@ -44,6 +44,14 @@ pub fn assert_close(what: &str, got: f64, want: f64, tol: f64) {
     assert!((got - want).abs() <= tol * (1.0 + want.abs()), "{what}: got {got}, want {want} (tol {tol})");
 }
 
+/// Equal lengths, then every entry within `tol` (relative above 1).
+pub fn assert_all_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: got {} values, want {}", got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_close(&format!("{what}[{i}]"), *g, *w, tol);
+    }
+}
+
 pub fn assert_rows_close(what: &str, got: &[Vec<f64>], want: &[Vec<f64>], tol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: row count");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {

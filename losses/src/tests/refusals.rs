@@ -42,7 +42,7 @@ fn keys_of_other_families_are_refused() {
 #[test]
 fn a_horizon_without_constant_horizon_aggregation_is_refused() {
     let err = refusal(LossConfig { horizon: Some(512.0), ..named("grpo") });
-    assert!(err.contains("applies only to constant-horizon aggregation, not seq-mean-token-mean"), "{err}");
+    assert!(err.contains("applies only to constant-horizon aggregation, not token-mean"), "{err}");
 }
 
 #[test]

@@ -20,7 +20,8 @@ pub struct Advantages {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// JSON {"rewards": [..], "group_ids": [..]} (one entry per episode), optionally
-    /// "token_counts": [..] for token-weighted statistics (AReaL).
+    /// "response_tokens": [..] (response lengths, for REINFORCE++'s whitening over tokens, as
+    /// `arl run` passes them) or "token_counts": [..] for token-weighted statistics (AReaL).
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
 }
@@ -30,6 +31,9 @@ pub struct Advantages {
 struct Rewards {
     rewards: Vec<f64>,
     group_ids: Vec<usize>,
+    /// Response tokens per episode: the whitening of REINFORCE++ runs over them (verl).
+    #[serde(default)]
+    response_tokens: Option<Vec<f64>>,
     /// Policy tokens per episode: statistics weighted by tokens, as AReaL computes them.
     #[serde(default)]
     token_counts: Option<Vec<f64>>,
@@ -55,7 +59,7 @@ impl Advantages {
                 r.rewards.len()
             ));
         }
-        let input = AdvantageInput { rewards: &r.rewards, group_ids: &r.group_ids };
+        let input = AdvantageInput { rewards: &r.rewards, group_ids: &r.group_ids, response_tokens: r.response_tokens.as_deref() };
         let adv = match &r.token_counts {
             Some(counts) => estimator.advantages_token_weighted(&input, counts),
             None => estimator.advantages(&input),

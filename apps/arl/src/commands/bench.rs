@@ -144,7 +144,7 @@ impl BenchScore {
             let seqs = random_ids(b, l, model.config.vocab_size, self.seed + step as u64);
             let adv: Vec<f32> = seqs.iter().flat_map(|s| s.iter().map(|&id| if id % 2 == 0 { 1.0 } else { -1.0 })).collect();
             let start = Instant::now();
-            let lp = score::score(&model, &seqs, Some(&positions), false)?.logprobs;
+            let lp = score::score(&model, &seqs, Some(&positions), Default::default())?.logprobs;
             let mask = Tensor::<Dispatch, 2>::from_data(TensorData::new(mask.clone(), [b, l]), &device);
             let adv = Tensor::<Dispatch, 2>::from_data(TensorData::new(adv, [b, l]), &device);
             let ratio = (lp.clone() - lp.detach()).exp();

@@ -54,6 +54,9 @@ pub struct Run {
 impl Run {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config = self.config.resolve_with_context(Some(&self.train))?;
+        if !self.smoke {
+            arl_core::train::trainer::check_sampling_for_training(&config)?;
+        }
         let out_dir = PathBuf::from(&config.output.dir);
         if self.smoke {
             let Built { env, codec, mut policy, notes, .. } = Built::new(&config)?;

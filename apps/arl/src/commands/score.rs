@@ -2,6 +2,8 @@
 //! Input `{"sequences": [[id, …], …], "positions": [[t, …], …]?}`; output
 //! `{"logprobs": [[…], …]}` with, per row, `log p(ids[t] | ids[..t])` for each requested `t`
 //! (default every `t` in `1..len`, so `len − 1` values), and `"entropy"` with `--entropy`.
+//! `--temperature T` scores the distribution the sampler draws from at T (logits / T), so
+//! tokens sampled at T get the log-probabilities the sampler recorded.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,6 +23,9 @@ pub struct Score {
     /// Also print the entropy of each scored next-token distribution.
     #[arg(long)]
     pub entropy: bool,
+    /// Divide the logits by this before the softmax (the sampling temperature; > 0).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,7 +71,8 @@ impl Score {
         let device = self.model.device()?;
         let model = self.model.load_on(&device)?;
         check(&input.sequences, &positions, Some(model.config.vocab_size)).map_err(|e| crate::usage!("{}: {e}", self.input.display()))?;
-        let scored = score::score(&model, &input.sequences, Some(&positions), self.entropy)?;
+        let params = arl_core::ScoreParams { temperature: self.temperature, entropy: self.entropy };
+        let scored = score::score(&model, &input.sequences, Some(&positions), params)?;
         let width = input.sequences.iter().map(Vec::len).max().unwrap_or(0);
         let rows = |t: burn::tensor::Tensor<burn::Dispatch, 2>| -> Vec<Vec<f32>> {
             let flat = t.into_data().convert::<f32>().to_vec::<f32>().expect("f32");
