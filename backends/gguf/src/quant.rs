@@ -97,7 +97,7 @@ impl GgmlType {
     /// Bytes of `n` elements, or `None` when `n` is not a whole number of blocks.
     pub fn n_bytes(self, n: u64) -> Option<u64> {
         let per = self.block_elements() as u64;
-        (n % per == 0).then(|| n / per * self.block_bytes() as u64)
+        n.is_multiple_of(per).then(|| n / per * self.block_bytes() as u64)
     }
 
     /// `n` elements from `bytes` (exactly [`Self::n_bytes`] of them).
