@@ -8,6 +8,7 @@ mod config;
 mod crosscheck;
 mod envs;
 mod fuzz;
+mod gguf;
 mod help;
 mod losses;
 mod qwen3;
