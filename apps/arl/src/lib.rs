@@ -5,6 +5,7 @@
 //! at run time.
 
 pub mod commands;
+pub mod report;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -15,6 +15,7 @@ mod loss;
 mod model_args;
 mod progress;
 mod render;
+mod report;
 mod results;
 mod run;
 mod run_args;
@@ -38,6 +39,7 @@ pub use list::List;
 pub use loss::LossCommand;
 pub use model_args::ModelArgs;
 pub use render::Render;
+pub use report::Report;
 pub use results::ResultsCommand;
 pub use run::Run;
 pub use run_args::{ConfigArgs, TrainArgs};
@@ -85,6 +87,9 @@ pub enum Command {
     Convert(Convert),
     /// Score the same sampled tokens on several backends and report how far they disagree.
     Crosscheck(Crosscheck),
+    /// One self-contained HTML page of one or more runs: curves, before/after per task, tool
+    /// statistics and transcripts.
+    Report(Report),
 }
 
 impl Command {
@@ -106,6 +111,7 @@ impl Command {
             Command::Render(cmd) => cmd.execute(out),
             Command::Convert(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
+            Command::Report(cmd) => cmd.execute(out),
         }
     }
 }

@@ -127,6 +127,7 @@ impl Run {
         let mut bar = super::progress::Progress::stderr();
         let mut progress = |stage: &str, done: usize, total: usize| bar.update(stage, done, total);
         train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
+        log(&format!("report: arl report {}", out_dir.display()));
         Ok(())
     }
 }
