@@ -6,6 +6,7 @@ mod chat;
 mod cli;
 mod config;
 mod crosscheck;
+mod dataset;
 mod envs;
 mod fuzz;
 mod gguf;
