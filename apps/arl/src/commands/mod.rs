@@ -41,7 +41,7 @@ pub use model_args::ModelArgs;
 pub use render::Render;
 pub use report::Report;
 pub use results::ResultsCommand;
-pub use run::Run;
+pub use run::{Built, Run};
 pub use run_args::{ConfigArgs, TrainArgs};
 pub use sandbox::SandboxCommand;
 pub use score::Score;
