@@ -12,6 +12,7 @@ mod fuzz;
 mod gguf;
 mod help;
 mod losses;
+mod new_env;
 mod own_loop;
 mod process_env;
 mod qwen3;

@@ -54,6 +54,23 @@ macro_rules! usage {
     ($($arg:tt)*) => { anyhow::Error::new($crate::UsageError(format!($($arg)*))) };
 }
 
+/// The `arl` binary's `main`: link the built-in plugins, run the command line, report an error
+/// once with its exit status. A binary of your own that links more plugin crates is two lines
+/// (`arl new env` writes one):
+///
+/// ```ignore
+/// use my_env as _;
+/// fn main() -> std::process::ExitCode { arl_cli::main() }
+/// ```
+pub fn main() -> ExitCode {
+    arl_plugins::link();
+    let mut stdout = std::io::stdout().lock();
+    match run(std::env::args_os(), &mut stdout) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err),
+    }
+}
+
 /// Parse `args` (including the program name) and run the command, writing to `out`.
 /// clap's own errors (and `--help`) are returned as `clap::Error`.
 pub fn run<I, T>(args: I, out: &mut dyn Write) -> anyhow::Result<()>

@@ -13,6 +13,7 @@ mod grade;
 mod list;
 mod loss;
 mod model_args;
+mod new;
 mod progress;
 mod render;
 mod report;
@@ -38,6 +39,7 @@ pub use grade::Grade;
 pub use list::List;
 pub use loss::LossCommand;
 pub use model_args::ModelArgs;
+pub use new::New;
 pub use render::Render;
 pub use report::Report;
 pub use results::ResultsCommand;
@@ -90,6 +92,9 @@ pub enum Command {
     /// One self-contained HTML page of one or more runs: curves, before/after per task, tool
     /// statistics and transcripts.
     Report(Report),
+    /// Start a plugin crate of your own outside arl's tree (`arl new env NAME`).
+    #[command(subcommand)]
+    New(New),
 }
 
 impl Command {
@@ -112,6 +117,7 @@ impl Command {
             Command::Convert(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
             Command::Report(cmd) => cmd.execute(out),
+            Command::New(cmd) => cmd.execute(out),
         }
     }
 }
