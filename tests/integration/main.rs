@@ -8,6 +8,7 @@ mod crosscheck;
 mod envs;
 mod fuzz;
 mod help;
+mod lora;
 mod losses;
 mod qwen3;
 mod registry;

@@ -11,6 +11,7 @@ mod generate;
 mod grade;
 mod list;
 mod loss;
+mod merge;
 mod model_args;
 mod progress;
 mod render;
@@ -34,6 +35,7 @@ pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
 pub use loss::LossCommand;
+pub use merge::Merge;
 pub use model_args::ModelArgs;
 pub use render::Render;
 pub use results::ResultsCommand;
@@ -81,6 +83,8 @@ pub enum Command {
     Render(Render),
     /// Score the same sampled tokens on several backends and report how far they disagree.
     Crosscheck(Crosscheck),
+    /// Fold a LoRA adapter into its base model and write the full weights.
+    Merge(Merge),
 }
 
 impl Command {
@@ -101,6 +105,7 @@ impl Command {
             Command::Bench(cmd) => cmd.execute(out),
             Command::Render(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
+            Command::Merge(cmd) => cmd.execute(out),
         }
     }
 }
