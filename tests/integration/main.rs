@@ -12,6 +12,7 @@ mod lora;
 mod losses;
 mod qwen3;
 mod registry;
+mod sft;
 mod test_plugins;
 mod tools;
 mod trainer;

@@ -20,6 +20,7 @@ mod run;
 mod run_args;
 mod sandbox;
 mod score;
+mod sft;
 mod smoke;
 mod tasks;
 
@@ -43,6 +44,7 @@ pub use run::Run;
 pub use run_args::{ConfigArgs, TrainArgs};
 pub use sandbox::SandboxCommand;
 pub use score::Score;
+pub use sft::Sft;
 pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
@@ -55,6 +57,8 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Supervised fine-tuning on a JSONL file of conversations (full weights or LoRA).
+    Sft(Sft),
     /// Evaluate a model on an environment's held-out tasks (pass@1 with intervals, JSON).
     Eval(Eval),
     /// The results file's JSON Schema.
@@ -93,6 +97,7 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Sft(cmd) => cmd.execute(out),
             Command::Eval(cmd) => cmd.execute(out),
             Command::Results(cmd) => cmd.execute(out),
             Command::Loss(cmd) => cmd.execute(out),
