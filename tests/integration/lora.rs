@@ -315,3 +315,39 @@ fn sampling_and_scoring_use_the_unmerged_adapter() {
         assert!((scored[t] - gens[0].sampler_logprobs[k]).abs() < 1e-5, "token {t}: {} vs {}", scored[t], gens[0].sampler_logprobs[k]);
     }
 }
+
+#[test]
+fn dropout_acts_only_in_the_gradient_pass() {
+    let seq: Vec<u32> = (0..16u32).map(|i| (i * 7 + 3) % 300).collect();
+    let trainer = |dropout: f64| {
+        let mut setup = lora_setup(4);
+        setup.lora.as_mut().unwrap().dropout = dropout;
+        let mut p = QwenTrainer::load_setup(&base("qwen3-a"), &cpu(), OptimConfig::default(), &setup).unwrap();
+        ce_step(&mut p, &seq, 5e-2); // B ≠ 0, so the adapters' input matters
+        p
+    };
+    let gap = |p: &QwenTrainer| {
+        let plain = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+        let again = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+        assert_eq!(plain, again, "no dropout without gradients");
+        let grad = to_vec(p.score_with_grad(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+        max_abs_diff(&plain, &grad)
+    };
+    assert!(gap(&trainer(0.0)) < 1e-5);
+    assert!(gap(&trainer(0.5)) > 1e-3, "dropout 0.5 changes the gradient pass");
+}
+
+#[test]
+fn gradient_checkpointing_takes_the_same_lora_step() {
+    let seq: Vec<u32> = (0..16u32).map(|i| (i * 11 + 5) % 300).collect();
+    let run = |gradient_checkpointing: bool| {
+        let setup = TrainSetup { gradient_checkpointing, ..lora_setup(4) };
+        let mut p = QwenTrainer::load_setup(&base("qwen3-a"), &cpu(), OptimConfig::default(), &setup).unwrap();
+        for _ in 0..2 {
+            ce_step(&mut p, &seq, 1e-2);
+        }
+        to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs)
+    };
+    let (plain, checkpointed) = (run(false), run(true));
+    assert!(max_abs_diff(&plain, &checkpointed) < 1e-5, "{}", max_abs_diff(&plain, &checkpointed));
+}

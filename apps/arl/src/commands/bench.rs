@@ -198,6 +198,10 @@ impl BenchScore {
             }
         }
         let step_s = times.iter().sum::<f64>() / times.len().max(1) as f64;
+        // The median resists a noisy neighbour on a shared machine better than the mean.
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let step_s_median = if sorted.is_empty() { 0.0 } else { (sorted[(sorted.len() - 1) / 2] + sorted[sorted.len() / 2]) / 2.0 };
         let doc = json!({
             "bench": "score",
             "model": self.model.model,
@@ -209,6 +213,7 @@ impl BenchScore {
             "policy_tokens_per_row": n_pol,
             "steps": times.len(),
             "step_s": step_s,
+            "step_s_median": step_s_median,
             "tokens_per_s": (b * l) as f64 / step_s,
             "gradient_checkpointing": self.gradient_checkpointing,
             "lora_rank": lora.as_ref().map(|l| l.rank),
