@@ -214,7 +214,11 @@ fn other_commands_refuse_bad_input_with_exit_2() {
     let cases: Vec<(Vec<&str>, u8, &str)> = vec![
         (vec!["score", "--model", qwen3_b, "--adapter", qwen3_a_adapter, "--input", &tokens], 2, another_base),
         (vec!["merge", "--model", qwen3_b, "--adapter", qwen3_a_adapter, "--out", &merged], 2, another_base),
-        (vec!["merge", "--model", qwen3_b, "--adapter", "/no/such/adapter", "--out", &merged], 2, "--adapter /no/such/adapter: no such directory"),
+        (
+            vec!["merge", "--model", qwen3_b, "--adapter", "/no/such/adapter", "--out", &merged],
+            2,
+            "--adapter /no/such/adapter: no such directory",
+        ),
         (vec!["score", "--model", "tiny-vocab512", "--input", &empty_seq], 2, "sequence 0 is empty"),
         (vec!["score", "--model", "tiny-vocab512", "--input", &no_seqs], 2, "`sequences` is empty"),
         (vec!["score", "--model", "tiny-vocab512", "--input", &bad_pos], 2, "position 0 is not in 1..2"),

@@ -12,7 +12,7 @@ use arl_core::config::{LossConfig, Overrides};
 use arl_core::policy::TrainablePolicy;
 use arl_core::registry::{self, LossPlugin};
 use arl_core::train::run_dir::{self, RunFile, Start};
-use arl_core::train::sft::{SftParts, load_data, train_sft};
+use arl_core::train::sft::{SftParts, load_data, read_jsonl, train_sft};
 use arl_core::train::trainer::RunMeta;
 
 use super::run::{absolute, load_policy, model_dir};
@@ -120,7 +120,12 @@ impl Sft {
         };
         let out_dir = PathBuf::from(&config.output.dir);
         let start = run_dir::check_start(&out_dir, &config, self.overwrite)?;
-        let codec = super::chat_codec::load(&config.model)?;
+        // Conversations with tools need a template that renders them (SmolLM2's ignores them).
+        let has_tools = [Some(&config.sft.data), config.sft.heldout.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|p| read_jsonl(std::path::Path::new(p)).is_ok_and(|exs| exs.iter().any(|e| !e.tools.is_empty())));
+        let (codec, template_note) = super::chat_codec::load(&config.model, has_tools)?;
         let data = load_data(&config, &codec)?;
         let (mut policy, lora_note) = load_policy(&config)?;
         super::chat_codec::check_vocab(&codec, policy.model().config.vocab_size, &config.model)?;
@@ -177,7 +182,7 @@ impl Sft {
             config.sft.batch_size,
             config.output.dir
         ));
-        if let Some(note) = &lora_note {
+        for note in template_note.iter().chain(&lora_note) {
             log(note);
         }
         let parts = SftParts { codec: &codec, policy: &mut policy, loss: loss.as_ref() };
