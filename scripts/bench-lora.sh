@@ -8,7 +8,8 @@
 #
 # SmolLM2-135M is the real checkpoint (`~/.cache/arl/models/smollm2-135m`, made from the
 # `smollm2-135m` preset's GGUF, or $SMOLLM2); Qwen3-0.6B is the `qwen3-0.6b` preset (its exact
-# shape, random weights: speed and memory do not depend on the values).
+# shape, random weights: speed and memory do not depend on the values). MODELS="A B" picks
+# others (default: both); ARL=PATH another binary (default: the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARL="${ARL:-${CARGO_TARGET_DIR:-target}/release/arl}"
@@ -17,8 +18,9 @@ BATCH="${2:-2}"
 SEQ="${3:-256}"
 STEPS="${4:-3}"
 SMOLLM2="${SMOLLM2:-$HOME/.cache/arl/models/smollm2-135m}"
+MODELS="${MODELS:-$SMOLLM2 qwen3-0.6b}"
 : > "$OUT"
-for model in "$SMOLLM2" qwen3-0.6b; do
+for model in $MODELS; do
     for lora in "" "--lora"; do
         echo "== bench score --model $model $lora" >&2
         # shellcheck disable=SC2086
