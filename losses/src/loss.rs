@@ -113,7 +113,7 @@ impl PolicyLoss for Loss {
 
     fn zero_advantage_rows_vanish(&self) -> bool {
         let s = &self.settings;
-        s.family != Family::Dro && !(s.kl_coef > 0.0 && s.kl_in_loss) && s.entropy_coef == 0.0
+        !matches!(s.family, Family::Dro | Family::CrossEntropy) && !(s.kl_coef > 0.0 && s.kl_in_loss) && s.entropy_coef == 0.0
     }
 
     fn needs_entropy(&self) -> bool {

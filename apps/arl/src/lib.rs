@@ -97,10 +97,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         e.downcast_ref::<arl_core::ConfigError>().is_some()
             || e.downcast_ref::<arl_core::RegistryError>().is_some()
             || e.downcast_ref::<UsageError>().is_some()
+            || e.downcast_ref::<arl_core::train::sft::SftDataError>().is_some()
             || e.downcast_ref::<arl_core::train::TrainError>().is_some_and(|t| t.is_config())
             || e.downcast_ref::<arl_qwen3::ModelError>().is_some_and(|m| {
                 use arl_qwen3::ModelError::*;
-                matches!(m, NotFound { .. } | NoSuchDir { .. } | Unknown { .. })
+                matches!(m, NotFound { .. } | NoSuchDir { .. } | Unknown { .. } | Adapter { .. } | Lora(_))
             })
     });
     if usage { 2 } else { 1 }

@@ -4,7 +4,7 @@
 //!   exactly `--new-tokens` (stop ids disabled); prefill and decode tokens/s.
 //! - `score`: forward + backward + AdamW step of a clipped policy-gradient loss with the LM
 //!   head on the last `policy_frac · seq_len` positions only, on an autodiff device;
-//!   `tokens_per_s` = batch · seq_len per step.
+//!   `tokens_per_s` = batch · seq_len per step; `--lora` trains adapters on a frozen base.
 
 use std::io::Write;
 use std::time::Instant;
@@ -69,6 +69,31 @@ pub struct BenchScore {
     /// `trainer.gradient_checkpointing` does; compare `peak_rss_mb` with and without.
     #[arg(long)]
     pub gradient_checkpointing: bool,
+    /// Train LoRA adapters (rank --lora-rank, alpha = rank, every linear layer) on the frozen
+    /// base instead of every weight; compare `step_s` and `peak_rss_mb` with and without.
+    #[arg(long)]
+    pub lora: bool,
+    /// Rank of the --lora adapters.
+    #[arg(long, default_value_t = 16, requires = "lora", value_parser = clap::value_parser!(u32).range(1..))]
+    pub lora_rank: u32,
+}
+
+/// (all parameters, trainable parameters) of a model on an autodiff device.
+fn param_counts(model: &DispatchQwen3) -> (usize, usize) {
+    use burn::module::{Module, ModuleVisitor, Param};
+    struct Count(usize, usize);
+    impl ModuleVisitor<Dispatch> for Count {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Dispatch, D>>) {
+            let n = p.shape().num_elements();
+            self.0 += n;
+            if p.val().is_require_grad() {
+                self.1 += n;
+            }
+        }
+    }
+    let mut c = Count(0, 0);
+    model.visit(&mut c);
+    (c.0, c.1)
 }
 
 /// Deterministic random token ids (splitmix64), no RNG crate needed.
@@ -135,6 +160,17 @@ impl BenchScore {
         let strategy = if self.gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
         let device = DispatchDevice::autodiff_checkpointed(self.model.device()?, strategy);
         let mut model: DispatchQwen3 = self.model.load_on(&device)?;
+        let lora = self.lora.then(|| arl_core::config::LoraConfig {
+            rank: self.lora_rank,
+            alpha: self.lora_rank as f64,
+            ..arl_core::config::LoraConfig::default()
+        });
+        if let Some(config) = &lora {
+            // As a LoRA run: the base frozen (no gradients, no AdamW moments), f32 adapters.
+            model = burn::module::Module::no_grad(model);
+            model.attach_lora(config, self.seed)?;
+        }
+        let (total_params, trainable_params) = param_counts(&model);
         let mut optim = AdamWConfig::new().init::<Dispatch, DispatchQwen3>();
         let n_pol = ((self.policy_frac * l as f64).round() as usize).clamp(1, l - 1);
         let positions: Vec<Vec<usize>> = (0..b).map(|_| (l - n_pol..l).collect()).collect();
@@ -152,13 +188,20 @@ impl BenchScore {
             let loss = (surrogate * mask.clone()).sum().neg() / mask.sum();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optim.step(1e-6, model, grads);
-            // Flex runs eagerly; reading a weight back makes the timing include the update.
-            let _ = model.norm.weight.val().into_data();
+            // Flex runs eagerly; reading a trained weight back makes the timing include the update.
+            match &model.layers[0].self_attn.q_proj.lora {
+                Some(adapter) => drop(adapter.b.val().into_data()),
+                None => drop(model.norm.weight.val().into_data()),
+            }
             if step > 0 {
                 times.push(start.elapsed().as_secs_f64());
             }
         }
         let step_s = times.iter().sum::<f64>() / times.len().max(1) as f64;
+        // The median resists a noisy neighbour on a shared machine better than the mean.
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let step_s_median = if sorted.is_empty() { 0.0 } else { (sorted[(sorted.len() - 1) / 2] + sorted[sorted.len() / 2]) / 2.0 };
         let doc = json!({
             "bench": "score",
             "model": self.model.model,
@@ -170,8 +213,12 @@ impl BenchScore {
             "policy_tokens_per_row": n_pol,
             "steps": times.len(),
             "step_s": step_s,
+            "step_s_median": step_s_median,
             "tokens_per_s": (b * l) as f64 / step_s,
             "gradient_checkpointing": self.gradient_checkpointing,
+            "lora_rank": lora.as_ref().map(|l| l.rank),
+            "params": total_params,
+            "trainable_params": trainable_params,
             // The whole process's peak resident memory (host memory; the model's on the CPU).
             "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
         });

@@ -12,6 +12,7 @@ mod generate;
 mod grade;
 mod list;
 mod loss;
+mod merge;
 mod model_args;
 mod new;
 mod progress;
@@ -22,6 +23,7 @@ mod run;
 mod run_args;
 mod sandbox;
 mod score;
+mod sft;
 mod smoke;
 mod tasks;
 
@@ -38,6 +40,7 @@ pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
 pub use loss::LossCommand;
+pub use merge::Merge;
 pub use model_args::ModelArgs;
 pub use new::New;
 pub use render::Render;
@@ -47,6 +50,7 @@ pub use run::{Built, Run};
 pub use run_args::{ConfigArgs, TrainArgs};
 pub use sandbox::SandboxCommand;
 pub use score::Score;
+pub use sft::Sft;
 pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
@@ -59,6 +63,8 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Supervised fine-tuning on a JSONL file of conversations (full weights or LoRA).
+    Sft(Sft),
     /// Evaluate a model on an environment's held-out tasks (pass@1 with intervals, JSON).
     Eval(Eval),
     /// The results file's JSON Schema.
@@ -95,6 +101,8 @@ pub enum Command {
     /// Start a plugin crate of your own outside arl's tree (`arl new env NAME`).
     #[command(subcommand)]
     New(New),
+    /// Fold a LoRA adapter into its base model and write the full weights.
+    Merge(Merge),
 }
 
 impl Command {
@@ -103,6 +111,7 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Sft(cmd) => cmd.execute(out),
             Command::Eval(cmd) => cmd.execute(out),
             Command::Results(cmd) => cmd.execute(out),
             Command::Loss(cmd) => cmd.execute(out),
@@ -118,6 +127,7 @@ impl Command {
             Command::Crosscheck(cmd) => cmd.execute(out),
             Command::Report(cmd) => cmd.execute(out),
             Command::New(cmd) => cmd.execute(out),
+            Command::Merge(cmd) => cmd.execute(out),
         }
     }
 }
