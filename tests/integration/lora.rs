@@ -193,12 +193,12 @@ fn a_lora_trainer_freezes_the_base_and_checkpoints_only_the_adapter() {
     assert!(total > 10 * trainable);
     let frozen = base_weights(&p);
     let seq: Vec<u32> = (0..20u32).map(|i| (i * 31 + 7) % 300).collect();
-    let before = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+    let before = to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
     for _ in 0..3 {
         ce_step(&mut p, &seq, 1e-2);
     }
     assert_eq!(base_weights(&p), frozen, "the base did not move");
-    let after = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+    let after = to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
     assert!(after.iter().sum::<f32>() > before.iter().sum::<f32>() + 0.1, "the adapters learned the sequence");
 
     let dir = arl_tests::scratch_dir("lora-ckpt");
@@ -221,8 +221,8 @@ fn a_lora_trainer_freezes_the_base_and_checkpoints_only_the_adapter() {
         ce_step(&mut p, &seq, 1e-2);
         ce_step(&mut resumed, &seq, 1e-2);
     }
-    let straight = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
-    let again = to_vec(resumed.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+    let straight = to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
+    let again = to_vec(resumed.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
     assert_eq!(straight, again);
     // Another rank does not fit the checkpoint, and says so.
     let mut other = QwenTrainer::load_setup(&source, &cpu(), OptimConfig::default(), &lora_setup(8)).unwrap();
@@ -310,7 +310,7 @@ fn sampling_and_scoring_use_the_unmerged_adapter() {
     let mut seq = vec![1u32, 2, 3];
     seq.extend(&gens[0].ids);
     let positions: Vec<usize> = (3..seq.len()).collect();
-    let scored = to_vec(policy.score(&[seq.clone()], Some(&[positions.clone()]), ScoreParams::default()).unwrap().logprobs);
+    let scored = to_vec(policy.score(&[seq.clone()], Some(std::slice::from_ref(&positions)), ScoreParams::default()).unwrap().logprobs);
     for (k, &t) in positions.iter().enumerate() {
         assert!((scored[t] - gens[0].sampler_logprobs[k]).abs() < 1e-5, "token {t}: {} vs {}", scored[t], gens[0].sampler_logprobs[k]);
     }
@@ -327,10 +327,10 @@ fn dropout_acts_only_in_the_gradient_pass() {
         p
     };
     let gap = |p: &QwenTrainer| {
-        let plain = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
-        let again = to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+        let plain = to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
+        let again = to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
         assert_eq!(plain, again, "no dropout without gradients");
-        let grad = to_vec(p.score_with_grad(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs);
+        let grad = to_vec(p.score_with_grad(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs);
         max_abs_diff(&plain, &grad)
     };
     assert!(gap(&trainer(0.0)) < 1e-5);
@@ -346,7 +346,7 @@ fn gradient_checkpointing_takes_the_same_lora_step() {
         for _ in 0..2 {
             ce_step(&mut p, &seq, 1e-2);
         }
-        to_vec(p.score(&[seq.clone()], None, ScoreParams::default()).unwrap().logprobs)
+        to_vec(p.score(std::slice::from_ref(&seq), None, ScoreParams::default()).unwrap().logprobs)
     };
     let (plain, checkpointed) = (run(false), run(true));
     assert!(max_abs_diff(&plain, &checkpointed) < 1e-5, "{}", max_abs_diff(&plain, &checkpointed));
