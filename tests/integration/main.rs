@@ -13,6 +13,7 @@ mod help;
 mod losses;
 mod qwen3;
 mod registry;
+mod replay;
 mod test_plugins;
 mod tools;
 mod trainer;

@@ -7,6 +7,7 @@ mod chat_codec;
 mod config;
 mod convert;
 mod crosscheck;
+mod env_replay;
 mod eval;
 mod generate;
 mod grade;
@@ -31,6 +32,7 @@ pub use chat_codec::tokenizer_dir;
 pub use config::ConfigCommand;
 pub use convert::Convert;
 pub use crosscheck::Crosscheck;
+pub use env_replay::EnvCommand;
 pub use eval::Eval;
 pub use generate::Generate;
 pub use grade::Grade;
@@ -85,6 +87,9 @@ pub enum Command {
     Convert(Convert),
     /// Score the same sampled tokens on several backends and report how far they disagree.
     Crosscheck(Crosscheck),
+    /// Drive an environment by hand (`arl env replay`).
+    #[command(subcommand)]
+    Env(EnvCommand),
 }
 
 impl Command {
@@ -106,6 +111,7 @@ impl Command {
             Command::Render(cmd) => cmd.execute(out),
             Command::Convert(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
+            Command::Env(cmd) => cmd.execute(out),
         }
     }
 }
