@@ -2,6 +2,7 @@
 
 mod answer_key;
 mod bad_input;
+mod bash_fidelity;
 mod chat;
 mod cli;
 mod config;

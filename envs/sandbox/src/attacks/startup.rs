@@ -34,7 +34,7 @@ fn an_extra_bind_that_is_missing_or_reserved_is_one_line() {
 fn an_extra_bind_appears_read_only_in_the_root() {
     // What issue #18 needs for bash: one more entry in the list of read-only binds.
     let Some(sh) = ["/bin/sh", "/usr/bin/sh"].into_iter().find(|p| std::path::Path::new(p).exists()) else { return };
-    let settings = RlimitSettings { binds: vec![PathBuf::from(sh)], ..RlimitSettings::default() };
+    let settings = RlimitSettings { binds: vec![PathBuf::from(sh)], shell: false, ..RlimitSettings::default() };
     let sandbox = RlimitSandbox::new(settings).unwrap();
     let job = arl_core::Job::python(
         "main.py",
