@@ -101,6 +101,8 @@ pub fn shell_binds() -> Option<(PathBuf, Vec<PathBuf>)> {
         }
         binds.push(path);
     }
+    // Scripts name `#!/bin/bash` and `#!/bin/sh` (where /bin is a symlink, it comes along).
+    binds.extend(["/bin/bash", "/bin/sh"].iter().map(PathBuf::from).filter(|p| p.is_file()));
     libs.sort();
     libs.dedup();
     binds.extend(crate::python::soname_links(&libs));
