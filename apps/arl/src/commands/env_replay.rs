@@ -88,7 +88,7 @@ impl Replay {
             max_calls_per_turn: self.max_calls_per_turn,
             ..EnvConfig::default()
         };
-        let env = (registry::get::<EnvPlugin>(&self.env)?.build)(&env_config, sandbox.into())?;
+        let env = (registry::get::<EnvPlugin>(&self.env)?.build)(&env_config, sandbox)?;
         let schemas = env.tools();
         let mut session = env.reset(&task).with_context(|| format!("starting an episode of task `{}`", task.id))?;
         let mut log = Vec::new();
