@@ -15,7 +15,8 @@ const TASK: &str = "compare-count_positive-0";
 
 /// Commands as models write them. Left out, because they differ by design (see the note of
 /// issue 18): `ls -l`/`ls -la` (owners, dates and tmpfs sizes), `git` (not in the job),
-/// `echo $HOME` (`/job`).
+/// `echo $HOME` (`/job`), `> /dev/stdout` or `> /dev/stderr` (Permission denied: the pipes
+/// belong to the trainer; `2>&1` and `>&2` work).
 const CORPUS: &[&str] = &[
     "ls",
     "pwd",
@@ -65,6 +66,7 @@ const CORPUS: &[&str] = &[
     "cat count_positive.py | grep -c count",
     "x=$(grep -c count count_positive.py); echo \"count: $x\"",
     "diff count_positive.py count_positive.py && echo same",
+    "diff <(seq 3) <(seq 4)",
     "sort test_count_positive.py | uniq | wc -l",
     "ls -a",
     "sed -i 's/v >= 0/v > 0/' count_positive.py && cat count_positive.py",
