@@ -124,6 +124,7 @@ fn without_user_namespaces_the_sandbox_refuses_to_start() {
 /// has a shell root: no bash, no pytest, no `/repo`. A job that asks for processes gets them.
 #[test]
 fn only_jobs_that_ask_for_processes_get_the_shell_root() {
+    let _serial = super::support::SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let sandbox = RlimitSandbox::new(RlimitSettings::default()).unwrap();
     let Some(shell) = arl_core::Sandbox::shell(&sandbox).cloned() else { return };
     let code = "import os\nprint([os.path.lexists(p) for p in ['/usr/bin/bash', '/bin/bash', '/repo', '/opt']])\n\
