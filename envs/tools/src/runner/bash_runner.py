@@ -14,6 +14,8 @@ JOB = "/job"
 REPO = "/job/repo"
 SHOWN = "/repo"
 SKIP_DIRS = ("__pycache__",)
+# Entries named over a limit (the report must fit the job's 64 KiB of stderr).
+MAX_OVER_LINES = 20
 
 
 def snapshot():
@@ -111,11 +113,17 @@ def main():
     out = ["ARL-BASH-REPORT 1", "cwd\t" + shown(cwd).replace("\n", "?").replace("\t", "?"), "reset\t" + reset]
     if timed_out:
         out.append("timeout")
-    sent_files, sent_bytes = 0, 0
+    sent_files, sent_bytes, over = 0, 0, [0]
+
+    def refuse(rel, why):
+        over[0] += 1
+        if over[0] <= MAX_OVER_LINES:
+            out.append("over\t%s\t%s" % (rel, why))
+
     for rel in sorted(set(before) | set(after)):
         old, new = before.get(rel), after.get(rel, b"")
         if "\n" in rel or "\t" in rel:
-            out.append("over\t%s\ta name with a tab or newline" % ascii(rel).replace("\\t", " ").replace("\\n", " "))
+            refuse(ascii(rel).replace("\\t", " ").replace("\\n", " "), "a name with a tab or newline")
             continue
         if rel not in after:
             out.append("deleted\t" + rel)
@@ -123,20 +131,22 @@ def main():
         if rel in before and old == new:
             continue
         if new is None:
-            out.append("over\t%s\tnot a regular file (kept in this call only)" % rel)
+            refuse(rel, "not a regular file (kept in this call only)")
             continue
         try:
             text = new.decode("utf-8")
         except UnicodeDecodeError:
-            out.append("over\t%s\tnot UTF-8 text" % rel)
+            refuse(rel, "not UTF-8 text")
             continue
         if sent_files + 1 > max_files or sent_bytes + len(new) > max_bytes:
-            out.append("over\t%s\t%d bytes; at most %d files and %d bytes come back per call" % (rel, len(new), max_files, max_bytes))
+            refuse(rel, "%d bytes; at most %d files and %d bytes come back per call" % (len(new), max_files, max_bytes))
             continue
         sent_files += 1
         sent_bytes += len(new)
         out.append("file\t%s\t%d" % (rel, len(text)))
         out.append(text)
+    if over[0] > MAX_OVER_LINES:
+        out.append("over\t(%d more changed files)\tnot listed" % (over[0] - MAX_OVER_LINES))
     out.append("end")
     sys.stderr.write("\n".join(out) + "\n")
     sys.stderr.flush()

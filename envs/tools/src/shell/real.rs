@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use arl_core::{Job, JobFile, Limits, ShellSupport, ToolContext, ToolOutcome};
 
-use super::{MAX_OUTPUT_CHARS, python::sandbox_failed_message, truncate};
+use super::{python::sandbox_failed_message, truncate};
 use crate::counters as c;
 use crate::paths;
 
@@ -25,6 +25,9 @@ const RUNNER_ENTRY: &str = "arl_bash.py";
 /// Files and bytes that may come back from one call.
 pub const MAX_FILES: usize = 32;
 pub const MAX_BYTES: usize = 48 * 1024;
+
+/// Files named in one observation's `[not copied back …]`.
+const MAX_NOTES: usize = 24;
 
 /// Processes a call may have at once (bash, a pipeline, pytest): `RLIMIT_NPROC` in the
 /// job's PID namespace.
@@ -111,7 +114,6 @@ pub fn run(ctx: &mut ToolContext<'_>, shell: &ShellSupport, command: &str, timeo
     if output.trim().is_empty() {
         output = "(no output)".into();
     }
-    debug_assert!(output.chars().count() <= MAX_OUTPUT_CHARS + 4096);
     ToolOutcome::Ok(output)
 }
 
@@ -165,6 +167,11 @@ fn apply(ctx: &mut ToolContext<'_>, report: Report, output: &mut String) {
     }
     if !notes.is_empty() {
         ctx.stats.bump(c::BASH_NOT_COPIED);
+        if notes.len() > MAX_NOTES {
+            let more = notes.len() - MAX_NOTES;
+            notes.truncate(MAX_NOTES);
+            notes.push(format!("and {more} more"));
+        }
         output.push_str(&format!("{}[not copied back to {}: {}]\n", sep(output), paths::ROOT, notes.join("; ")));
     }
     if report.reset {
