@@ -2,6 +2,7 @@
 
 mod answer_key;
 mod bad_input;
+mod bash_fidelity;
 mod chat;
 mod cli;
 mod config;
@@ -20,6 +21,7 @@ mod qwen3;
 mod registry;
 mod report;
 mod sft;
+mod replay;
 mod test_plugins;
 mod tools;
 mod trainer;

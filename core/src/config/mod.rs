@@ -132,6 +132,7 @@ impl SandboxConfig {
             memory_bytes: self.memory_mb << 20,
             file_size_bytes: self.file_size_kb << 10,
             output_bytes: (self.output_kb << 10) as usize,
+            processes: 0,
         }
     }
 }

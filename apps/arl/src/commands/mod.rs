@@ -7,6 +7,7 @@ mod chat_codec;
 mod config;
 mod convert;
 mod crosscheck;
+mod env_replay;
 mod eval;
 mod generate;
 mod grade;
@@ -35,6 +36,7 @@ pub use chat_codec::tokenizer_dir;
 pub use config::ConfigCommand;
 pub use convert::Convert;
 pub use crosscheck::Crosscheck;
+pub use env_replay::EnvCommand;
 pub use eval::Eval;
 pub use generate::Generate;
 pub use grade::Grade;
@@ -103,6 +105,9 @@ pub enum Command {
     New(New),
     /// Fold a LoRA adapter into its base model and write the full weights.
     Merge(Merge),
+    /// Drive an environment by hand (`arl env replay`).
+    #[command(subcommand)]
+    Env(EnvCommand),
 }
 
 impl Command {
@@ -128,6 +133,7 @@ impl Command {
             Command::Report(cmd) => cmd.execute(out),
             Command::New(cmd) => cmd.execute(out),
             Command::Merge(cmd) => cmd.execute(out),
+            Command::Env(cmd) => cmd.execute(out),
         }
     }
 }

@@ -10,6 +10,9 @@ use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox};
 use crate::spawn::Child;
 use crate::{RlimitSandbox, RlimitSettings};
 
+/// Held by tests that must not overlap (see `attack_uids_never_repeat_within_a_run`).
+pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub fn sandbox() -> &'static RlimitSandbox {
     static SANDBOX: OnceLock<RlimitSandbox> = OnceLock::new();
     SANDBOX.get_or_init(|| RlimitSandbox::new(RlimitSettings::default()).unwrap_or_else(|e| panic!("{e}")))
