@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EnvError, EpisodeStats, Message, ParsedCall, Split, Task, ToolResult, ToolSchema};
+use crate::{EnvError, EpisodeStats, Message, OracleNoise, OracleTurn, ParsedCall, Split, Task, ToolResult, ToolSchema};
 
 /// A gym: its tasks, the tools it offers, and a way to start episodes.
 pub trait Env: Send + Sync {
@@ -16,6 +16,13 @@ pub trait Env: Send + Sync {
     /// New tokens per assistant turn when the config leaves `sampling.max_new_tokens` unset.
     fn default_max_new_tokens(&self) -> u32 {
         64
+    }
+    /// An expert's scripted turns on `task` with this much `noise` (deterministic in
+    /// `seed`), played back through [`Env::reset`]'s session by `arl tasks --transcripts`.
+    /// `None`: this env has no oracle (the default).
+    fn oracle(&self, task: &Task, noise: &OracleNoise, seed: u64) -> Result<Option<Vec<OracleTurn>>, EnvError> {
+        let _ = (task, noise, seed);
+        Ok(None)
     }
 }
 

@@ -80,3 +80,34 @@ fn bad_dataset_input_is_refused_with_one_line() {
     }
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn prompts_dropped_for_length_and_identical_rewards_are_counted_per_step() {
+    let root = scratch_dir("dataset-metrics");
+    let data = root.join("tasks.jsonl");
+    // Twenty tasks, a third of them with a prompt far over a 64-token budget.
+    let long = "Please read this carefully. ".repeat(40);
+    let lines: String = (0..20)
+        .map(|i| {
+            let prompt = if i % 3 == 0 { format!("{long}What is {i} + 1?") } else { format!("What is {i} + 1?") };
+            format!("{}\n", serde_json::json!({"prompt": prompt, "answer": i + 1}))
+        })
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let out = root.join("run");
+    let path = format!("env.options.path={:?}", data.to_str().unwrap());
+    let mut args = vec!["run", "--env", "dataset", "--set", &path, "--model", "tiny", "--steps", "1", "--prompts", "16"];
+    args.extend(["--group-size", "2", "--eval-n", "0", "--set", "env.options.max_new_tokens=4", "--set", "output.checkpoints=false"]);
+    args.extend(["--set", "sampling.max_prompt_tokens=64", "--out", out.to_str().unwrap()]);
+    arl(&args).unwrap();
+    let line = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let dropped = m["prompts_over_budget"].as_u64().unwrap();
+    assert!(dropped > 0 && dropped % 2 == 0, "whole groups of long prompts are dropped: {m}");
+    assert_eq!(Some(dropped), m["finish"]["prompt_budget"].as_u64(), "{m}");
+    // A dropped prompt's group has reward 0 throughout: equal, but not identical-nonzero.
+    let zero_var = m["zero_variance_groups"].as_f64().unwrap();
+    let nonzero = m["identical_nonzero_groups"].as_f64().unwrap();
+    assert!(zero_var >= (dropped / 2) as f64 / 16.0 && nonzero <= zero_var - (dropped / 2) as f64 / 16.0 + 1e-12, "{m}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

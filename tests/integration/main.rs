@@ -25,3 +25,4 @@ mod sft;
 mod test_plugins;
 mod tools;
 mod trainer;
+mod transcripts;

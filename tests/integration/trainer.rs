@@ -281,14 +281,17 @@ impl Env for HalfFlat {
         vec![]
     }
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        let flat = task.data.as_u64().unwrap().is_multiple_of(2);
+        // Even tasks are flat: l0, l4, … all 0, l2, l6, … all solved.
+        let n = task.data.as_u64().unwrap();
+        let flat = n.is_multiple_of(2).then_some(if n.is_multiple_of(4) { 0.0 } else { 1.0 });
         Ok(Box::new(Scripted { messages: vec![Message::user("go")], flat }))
     }
 }
 
 struct Scripted {
     messages: Vec<Message>,
-    flat: bool,
+    /// The one reward of a flat task's episodes.
+    flat: Option<f64>,
 }
 
 impl EnvSession for Scripted {
@@ -297,7 +300,7 @@ impl EnvSession for Scripted {
     }
     fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
         let sum: u64 = turn.text.chars().map(|c| c as u64).sum();
-        let reward = if self.flat { 0.0 } else { (sum % 997) as f64 / 997.0 };
+        let reward = self.flat.unwrap_or((sum % 997) as f64 / 997.0);
         Ok(Step::Done(Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }))
     }
     fn finish(&mut self) -> Result<Outcome, EnvError> {
@@ -338,6 +341,8 @@ fn dynamic_sampling_resamples_until_enough_groups_have_variance() {
     let (b, handed) = collect_with(&HalfFlat, &opts, &rollout_opts(11));
     assert_eq!(handed, ["l0", "l1", "l2", "l3"]);
     assert_eq!((b.stats.attempts, b.stats.groups_sampled, b.stats.groups_zero_variance, b.stats.groups_kept), (3, 4, 2, 2));
+    // l2's episodes were all solved: an identical non-zero reward, counted apart.
+    assert_eq!(b.stats.groups_identical_nonzero, 1);
     assert_eq!(groups_of(&b.train), ["l1", "l3"]);
     assert_eq!(b.sampled.len(), 12);
     assert!(b.advantages.iter().any(|a| *a != 0.0));
@@ -351,6 +356,7 @@ fn dynamic_sampling_resamples_until_enough_groups_have_variance() {
 fn zero_variance_groups_are_kept_or_skipped_as_configured() {
     let (b, _) = collect_with(&HalfFlat, &batch_opts(), &rollout_opts(11));
     assert_eq!((b.stats.attempts, b.stats.groups_zero_variance, b.stats.groups_kept, b.train.len()), (1, 1, 2, 6));
+    assert_eq!(b.stats.groups_identical_nonzero, 0, "l0's equal rewards are 0");
     let (b, _) = collect_with(&HalfFlat, &BatchOptions { skip_zero_variance: true, ..batch_opts() }, &rollout_opts(11));
     assert_eq!((b.stats.attempts, b.stats.groups_kept), (1, 1));
     assert_eq!(groups_of(&b.train), ["l1"]);

@@ -71,6 +71,10 @@ pub struct BatchStats {
     /// Groups rolled out over all attempts, and groups whose rewards were all equal.
     pub groups_sampled: usize,
     pub groups_zero_variance: usize,
+    /// Of those, groups whose equal rewards were not 0 (all solved, or one shared partial
+    /// score): Together's identical-nonzero-reward skips.
+    #[serde(default)]
+    pub groups_identical_nonzero: usize,
     /// Groups that went into the update.
     pub groups_kept: usize,
     /// Mean reward after shaping over the sampled episodes.
@@ -168,6 +172,7 @@ pub fn collect(
             let rewards: Vec<f64> = sampled.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
             let flat = rewards.windows(2).all(|w| w[0] == w[1]);
             stats.groups_zero_variance += flat as usize;
+            stats.groups_identical_nonzero += (flat && rewards.first().is_some_and(|&r| r != 0.0)) as usize;
             if !(filter && flat) && kept_groups.len() < opts.prompts {
                 kept_groups.push(g);
             }

@@ -24,6 +24,14 @@ pub struct StepMetrics {
     /// Fraction of sampled groups left out of the update (zero-variance skip, dynamic
     /// sampling's surplus).
     pub zero_variance_skipped: f64,
+    /// Fraction of sampled groups whose rewards were all equal and not 0 (Together's
+    /// identical-nonzero-reward ratio: the tasks the policy has outgrown).
+    #[serde(default)]
+    pub identical_nonzero_groups: f64,
+    /// Episodes dropped for length: their prompt exceeded `sampling.max_prompt_tokens`, so
+    /// they ended before their first turn (finish `prompt_budget`).
+    #[serde(default)]
+    pub prompts_over_budget: usize,
     /// Rollout rounds this step (dynamic sampling resamples).
     pub sampling_attempts: u32,
     /// Mean reward after overlong shaping (equals `reward_mean` without shaping).

@@ -399,6 +399,8 @@ fn step_metrics(
         pass_rate: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
         zero_variance_groups: b.groups_zero_variance as f64 / groups,
         zero_variance_skipped: (b.groups_sampled - b.groups_kept) as f64 / groups,
+        identical_nonzero_groups: b.groups_identical_nonzero as f64 / groups,
+        prompts_over_budget: episodes.iter().filter(|e| e.stats.finish == Some(crate::EpisodeFinish::PromptBudget)).count(),
         sampling_attempts: b.attempts,
         shaped_reward_mean: b.shaped_reward_mean,
         overlong_penalty_mean: b.overlong_penalty_mean,

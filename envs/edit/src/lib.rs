@@ -11,6 +11,7 @@
 //! `<tool_call>` blocks with [`arl_core::toolcall`]), nor about how jobs are isolated.
 //! Options (`[env.options]`): `train_instances`, `heldout_instances`. No cargo features.
 
+pub mod oracle;
 mod session;
 pub mod tools;
 
@@ -19,8 +20,8 @@ pub use session::EditSession;
 use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
-use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
-use arl_tasks::{BankEnv, BankEnvOptions, BankOptions};
+use arl_core::{Env, EnvError, EnvSession, OracleNoise, OracleTurn, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
+use arl_tasks::{BankEnv, BankEnvOptions, BankOptions, BugTask};
 
 /// `[env.options]` of the `edit` env.
 pub type EditOptions = BankEnvOptions;
@@ -62,5 +63,10 @@ impl Env for EditEnv {
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
         Ok(Box::new(EditSession::new(task, self.0.max_turns, self.0.sandbox.clone())?))
+    }
+
+    fn oracle(&self, task: &Task, noise: &OracleNoise, seed: u64) -> Result<Option<Vec<OracleTurn>>, EnvError> {
+        let bug = BugTask::from_task(task).map_err(|e| EnvError::Other(e.to_string()))?;
+        Ok(Some(oracle::turns(&bug, noise, seed)))
     }
 }

@@ -14,6 +14,7 @@ mod bank;
 mod bank_env;
 pub mod grade;
 mod names;
+pub mod oracle;
 mod rng;
 mod task;
 

@@ -20,6 +20,7 @@
 pub mod claims;
 pub mod counters;
 mod files;
+pub mod oracle;
 pub mod paths;
 mod session;
 pub mod shell;
@@ -33,8 +34,8 @@ pub use session::ToolsSession;
 use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
-use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema};
-use arl_tasks::{BankEnv, BankEnvOptions, BankOptions};
+use arl_core::{Env, EnvError, EnvSession, OracleNoise, OracleTurn, PluginError, Sandbox, Split, Task, ToolSchema};
+use arl_tasks::{BankEnv, BankEnvOptions, BankOptions, BugTask};
 
 /// `[env.options]` of the `tools` env.
 pub type ToolsOptions = BankEnvOptions;
@@ -81,5 +82,10 @@ impl Env for ToolsEnv {
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
         Ok(Box::new(ToolsSession::new(task, self.0.max_turns, self.0.max_calls_per_turn, self.0.sandbox.clone())?))
+    }
+
+    fn oracle(&self, task: &Task, noise: &OracleNoise, seed: u64) -> Result<Option<Vec<OracleTurn>>, EnvError> {
+        let bug = BugTask::from_task(task).map_err(|e| EnvError::Other(e.to_string()))?;
+        Ok(Some(oracle::turns(&bug, noise, seed)))
     }
 }

@@ -27,6 +27,7 @@ mod score;
 mod sft;
 mod smoke;
 mod tasks;
+mod transcripts;
 
 use std::io::Write;
 

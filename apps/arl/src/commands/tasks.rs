@@ -31,6 +31,34 @@ pub struct Tasks {
     /// Write each task into DIR/<id>/ (source, public tests, and task.json with everything).
     #[arg(long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
+    /// Write the gym's oracle demonstrations of every train task, played through real
+    /// sessions, as SFT conversations (`arl sft --data FILE.jsonl`).
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["dump", "json"])]
+    pub transcripts: Option<PathBuf>,
+    /// Demonstrations per task (each with its own draw of the noise).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "transcripts")]
+    pub repeats: usize,
+    /// Probability that a demonstration applies a wrong (distractor) edit.
+    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "transcripts")]
+    pub wrong_edit_rate: f64,
+    /// Probability that a demonstration edits before reading the source.
+    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "transcripts")]
+    pub skip_read_rate: f64,
+    /// Probability that a demonstration finishes without running the tests.
+    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "transcripts")]
+    pub skip_test_rate: f64,
+    /// Only the first N train tasks.
+    #[arg(long, value_name = "N", requires = "transcripts")]
+    pub limit: Option<usize>,
+    /// Seed of the noise draws.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "transcripts")]
+    pub oracle_seed: u64,
+    /// Sandbox that runs the demonstrations' tests (`arl list`).
+    #[arg(long, value_name = "NAME", default_value = "rlimit", requires = "transcripts")]
+    pub sandbox: String,
+    /// Assistant turns per episode (as `env.max_turns` of the run).
+    #[arg(long, value_name = "N", requires = "transcripts")]
+    pub max_turns: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -77,6 +105,9 @@ pub fn load_tasks(env: &str, seed: u64, plain_names: bool, split: Option<Split>)
 
 impl Tasks {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        if let Some(path) = &self.transcripts {
+            return self.write_transcripts(path, out);
+        }
         let tasks = load_tasks(&self.env, self.seed, self.plain_names, Some(self.split.into()))?;
         if let Some(dir) = &self.dump {
             for task in &tasks {
@@ -99,6 +130,54 @@ impl Tasks {
             writeln!(out, "{:width$}  {:9}  {function}", t.id, t.family)?;
         }
         writeln!(out, "{} {} tasks", tasks.len(), Split::from(self.split))?;
+        Ok(())
+    }
+}
+
+impl Tasks {
+    fn write_transcripts(&self, path: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<()> {
+        if matches!(self.split, SplitArg::Heldout) {
+            return Err(crate::UsageError(
+                "transcripts are made from train tasks only (held-out tasks must stay unseen): drop --split heldout".into(),
+            )
+            .into());
+        }
+        if self.repeats == 0 {
+            return Err(crate::UsageError("--repeats 0 writes nothing: give 1 or more".into()).into());
+        }
+        let defaults = EnvConfig::default();
+        let env = EnvConfig {
+            name: self.env.clone(),
+            seed: self.seed,
+            randomize_names: !self.plain_names,
+            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
+            ..defaults
+        };
+        let sandbox = arl_core::config::SandboxConfig { name: self.sandbox.clone(), ..Default::default() };
+        let noise = arl_core::OracleNoise {
+            wrong_edit_rate: self.wrong_edit_rate,
+            skip_read_rate: self.skip_read_rate,
+            skip_test_rate: self.skip_test_rate,
+        };
+        let mut shown = 0;
+        let mut progress = |done: usize, total: usize| {
+            if done == total || done >= shown + total.div_ceil(10) {
+                shown = done;
+                eprintln!("transcripts: {done}/{total}");
+            }
+        };
+        let s = super::transcripts::write(&env, &sandbox, &noise, self.oracle_seed, (self.repeats, self.limit), path, &mut progress)?;
+        writeln!(
+            out,
+            "wrote {} transcripts of `{}` train tasks to {}: {} rewarded ({:.1} %), {:.1} turns each, {} failed tool calls",
+            s.conversations,
+            self.env,
+            path.display(),
+            s.rewarded,
+            100.0 * s.rewarded as f64 / s.conversations.max(1) as f64,
+            s.turns as f64 / s.conversations.max(1) as f64,
+            s.failed_calls
+        )?;
         Ok(())
     }
 }

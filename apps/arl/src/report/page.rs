@@ -24,6 +24,8 @@ const CURVES: &[(&str, &str)] = &[
     ("logprob_gap_mean", "sampler–trainer gap (mean |Δ log-prob|)"),
     ("logprob_gap_max", "sampler–trainer gap (max |Δ log-prob|)"),
     ("zero_variance_groups", "groups with equal rewards (fraction)"),
+    ("identical_nonzero_groups", "groups with equal non-zero rewards (fraction)"),
+    ("prompts_over_budget", "episodes dropped for prompt length"),
     ("response_tokens_mean", "response tokens per episode (mean)"),
     ("truncated_frac", "episodes cut by a budget (fraction)"),
     ("malformed_call_rate", "malformed tool calls (rate)"),

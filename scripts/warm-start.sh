@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The mission's gyms from a cold model (issue #20): oracle transcripts → SFT warm start →
+# GRPO, with the base model evaluated on the same held-out tasks. Every stage writes its own
+# folder under OUT and is skipped when done, resumed when a run in it was cut off, so the
+# whole script is resumable: run it again after a crash.
+#
+#   scripts/warm-start.sh ENV OUT [arl run flags…]
+#   scripts/warm-start.sh edit runs/edit-warm --backend tch
+#
+# Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
+# BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
+# REPEATS [1], SFT_STEPS [48], SFT_BATCH [8], SFT_LR [5e-5], EVAL_N [4].
+# Extra arguments go to `arl run` (the GRPO stage): --steps, --prompts, --group-size, --lr ….
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: scripts/warm-start.sh ENV OUT [arl run flags…]" >&2; exit 2; }
+env=$1 out=$2; shift 2
+arl=${ARL:-arl} model=${MODEL:-smollm2-135m} backend=${BACKEND:-cpu}
+noise=${NOISE:---wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1}
+mkdir -p "$out"
+
+# A stage's folder: done (results.json), cut off (run.json without results: resume), or new.
+stage() {
+    if [ -f "$1/results.json" ]; then echo skip; elif [ -f "$1/run.json" ]; then echo --resume; else echo new; fi
+}
+
+echo "== 1/4 oracle transcripts of the train tasks → $out/oracle.jsonl"
+[ -f "$out/oracle.jsonl" ] || "$arl" tasks --env "$env" --transcripts "$out/oracle.jsonl" --repeats "${REPEATS:-1}" $noise
+
+echo "== 2/4 the base model on the held-out tasks → $out/base.json"
+[ -f "$out/base.json" ] || { "$arl" eval --env "$env" --model "$model" --backend "$backend" --eval-n "${EVAL_N:-4}" > "$out/base.json.partial" \
+    && mv "$out/base.json.partial" "$out/base.json"; }
+
+echo "== 3/4 SFT on the transcripts → $out/sft"
+s=$(stage "$out/sft")
+if [ "$s" != skip ]; then
+    [ "$s" = new ] && s=""
+    "$arl" sft --data "$out/oracle.jsonl" --model "$model" --backend "$backend" --steps "${SFT_STEPS:-48}" \
+        --batch-size "${SFT_BATCH:-8}" --lr "${SFT_LR:-5e-5}" --out "$out/sft" $s
+fi
+
+echo "== 4/4 GRPO from the SFT checkpoint → $out/grpo (its before is the SFT model, its after GRPO's)"
+s=$(stage "$out/grpo")
+if [ "$s" != skip ]; then
+    [ "$s" = new ] && s=""
+    "$arl" run --env "$env" --model "$out/sft/checkpoints/final" --backend "$backend" --eval-n "${EVAL_N:-4}" --out "$out/grpo" $s "$@"
+fi
+echo "done: $out/base.json, $out/sft/results.json, $out/grpo/results.json"
