@@ -9,7 +9,7 @@ use burn::DispatchDevice;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// Model directory, Hugging Face repo id (local cache only) or preset (tiny,
-    /// tiny-vocab512, small, qwen3-0.6b).
+    /// tiny-vocab512, small, qwen3-0.6b, llama-135m).
     #[arg(long, default_value = "tiny")]
     pub model: String,
     /// cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in).
