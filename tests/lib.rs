@@ -43,3 +43,16 @@ pub fn scratch_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
+
+/// SmolLM2-135M-Instruct as an HF directory: the GGUF fetched by `scripts/setup/smollm2.sh`,
+/// converted on first use into arl's cache (the `smollm2-135m` preset).
+/// Resolved once per test binary, so parallel tests never convert at the same time.
+pub fn smollm2_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<Result<std::path::PathBuf, String>> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| match arl_gguf::known::resolve("smollm2-135m") {
+        Ok(Some(dir)) => Ok(dir),
+        Ok(None) => Err("smollm2-135m is not a known model".into()),
+        Err(e) => Err(e.to_string()),
+    });
+    dir.clone().unwrap_or_else(|e| panic!("{e}"))
+}

@@ -57,6 +57,11 @@ impl EpisodeFinish {
     }
 }
 
+/// The counter of jobs a sandbox could not start because the host ran short (disk, inodes,
+/// memory, processes: [`crate::SandboxError::Exhausted`]). An episode whose grading job hit
+/// it gets reward 0; the trainer sums it per step (`StepMetrics::sandbox_exhausted`).
+pub const SANDBOX_EXHAUSTED: &str = "sandbox_exhausted";
+
 impl EpisodeStats {
     pub fn bump(&mut self, counter: &str) {
         *self.counters.entry(counter.to_string()).or_default() += 1;

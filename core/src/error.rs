@@ -58,6 +58,24 @@ pub enum SandboxError {
     Setup(String),
     #[error("sandbox i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The host ran short (disk space, inodes, memory, descriptors, processes) while
+    /// setting up one job: that job did not run, the sandbox itself is fine. Gyms give the
+    /// episode reward 0 and count it (`sandbox_exhausted`) instead of ending the run.
+    #[error("sandbox out of resources: {0}")]
+    Exhausted(String),
+}
+
+impl SandboxError {
+    /// An i/o error while setting up a job: [`SandboxError::Exhausted`] when the host ran
+    /// short, else [`SandboxError::Setup`] with `context`.
+    pub fn io(context: &str, e: std::io::Error) -> SandboxError {
+        let short = [libc::ENOSPC, libc::EDQUOT, libc::ENOMEM, libc::EMFILE, libc::ENFILE, libc::EAGAIN];
+        if e.raw_os_error().is_some_and(|code| short.contains(&code)) {
+            SandboxError::Exhausted(format!("{context}: {e}"))
+        } else {
+            SandboxError::Setup(format!("{context}: {e}"))
+        }
+    }
 }
 
 /// Losses and advantage estimators refuse inputs that do not fit.

@@ -39,7 +39,7 @@ pub use backend::BackendKind;
 pub use chat::{ChatCodec, ChatError, Conversation};
 pub use config::RunConfig;
 pub use env::{AssistantTurn, Env, EnvSession, Outcome, Step};
-pub use episode::{Episode, EpisodeFinish, EpisodeStats};
+pub use episode::{Episode, EpisodeFinish, EpisodeStats, SANDBOX_EXHAUSTED};
 pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
 pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, TokenLoss};
 pub use message::{Message, Role};

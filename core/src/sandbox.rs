@@ -18,7 +18,7 @@ pub struct JobFile {
 /// Resource limits of one job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Wall clock; the whole process group is killed after it.
+    /// Wall clock; the job (under `rlimit`, its whole PID namespace) is killed after it.
     pub wall_timeout: Duration,
     pub cpu_seconds: u64,
     pub memory_bytes: u64,

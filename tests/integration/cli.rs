@@ -16,6 +16,9 @@ fn list_shows_every_registry_and_the_example_plugin() {
     }
     assert!(out.lines().any(|l| l.trim_start().starts_with("sum ")), "{out}");
     assert!(out.lines().any(|l| l.trim_start().starts_with("cpu ")), "{out}");
+    assert!(out.contains("Model presets"), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("smollm2-135m ") && l.contains("scripts/setup/smollm2.sh")), "{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("tiny ") && l.contains("random weights")), "{out}");
 }
 
 #[test]

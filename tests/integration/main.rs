@@ -1,5 +1,6 @@
 //! The workspace's one integration-test binary. Modules by area; helpers in `../lib.rs`.
 
+mod answer_key;
 mod bad_input;
 mod chat;
 mod cli;
@@ -7,6 +8,7 @@ mod config;
 mod crosscheck;
 mod envs;
 mod fuzz;
+mod gguf;
 mod help;
 mod losses;
 mod qwen3;

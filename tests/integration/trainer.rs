@@ -206,7 +206,7 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     assert!(out.contains("\nchat self-check passed: "), "{out}");
     assert_eq!(out.matches("is a preset with random weights: it cannot learn").count(), 1, "said once: {out}");
     let step_line = out.lines().find(|l| l.starts_with("step 1/1  reward ")).unwrap_or_else(|| panic!("{out}"));
-    for label in ["  loss ", "  grad_norm ", "  lr 1.00e-5", "  entropy ", "  response_len 4.0", "  elapsed ", "  eta "] {
+    for label in ["  loss ", "  grad_norm ", "  lr 2.00e-5", "  entropy ", "  response_len 4.0", "  elapsed ", "  eta "] {
         assert!(step_line.contains(label), "{label:?} in {step_line}");
     }
     // A random model's four-token replies never sum correctly: every group's rewards are equal.

@@ -19,6 +19,10 @@ use arl_core::{ChatCodec, ChatError, Message, ToolSchema};
 use crate::files::ChatFiles;
 use crate::template::{ChatTemplate, RenderOptions};
 
+/// arl's tool-capable ChatML template (the Hermes / Qwen2.5 layout), for models whose own
+/// template ignores `tools`; checked against transformers' `apply_chat_template`.
+pub const CHATML_TOOLS_TEMPLATE: &str = include_str!("../templates/chatml-tools.jinja");
+
 /// Stands in for the last assistant turn while the suffix is rendered; plain ASCII with no
 /// whitespace, so templates that strip or split content leave it whole.
 const SENTINEL: &str = "ARL7SUFFIX7SENTINEL";
@@ -84,6 +88,20 @@ impl HfChatCodec {
             dir: self.inner.dir.clone(),
         };
         Ok(Self { inner: Arc::new(inner), enable_thinking: self.enable_thinking })
+    }
+
+    /// Whether the template renders a conversation the same with and without tool schemas
+    /// (SmolLM2's does): such a model cannot be shown its tools.
+    pub fn ignores_tools(&self) -> Result<bool, ChatError> {
+        let messages = [serde_json::json!({"role": "user", "content": "hi"})];
+        let probe = [serde_json::json!({"type": "function", "function": {
+            "name": "arl_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}})];
+        Ok(self.render(&messages, None, true)? == self.render(&messages, Some(&probe), true)?)
+    }
+
+    /// The same tokenizer with [`CHATML_TOOLS_TEMPLATE`].
+    pub fn with_chatml_tools(&self) -> Result<Self, ChatError> {
+        self.with_template(CHATML_TOOLS_TEMPLATE, "arl's chatml-tools template (backends/chat/templates/chatml-tools.jinja)")
     }
 
     /// `enable_thinking` as passed to the template; `None` leaves it undefined.

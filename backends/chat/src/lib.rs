@@ -18,7 +18,7 @@ mod strftime;
 mod template;
 mod tojson;
 
-pub use codec::{HfChatCodec, messages_json, tools_json};
+pub use codec::{CHATML_TOOLS_TEMPLATE, HfChatCodec, messages_json, tools_json};
 pub use model_dir::resolve_model_dir;
 pub use self_check::self_check;
 pub use template::{ChatTemplate, RenderOptions};

@@ -7,12 +7,18 @@ use std::path::{Path, PathBuf};
 use arl_core::ChatError;
 use arl_core::hub::{self, HubError};
 
-/// `model` as a directory if it is one, else as `org/name` in the hub cache
-/// ([`arl_core::hub`]).
+/// `model` as a directory if it is one, else as a GGUF source converted once into arl's
+/// cache ([`arl_gguf::known`]: a `.gguf` file or a known model such as `smollm2-135m`), else
+/// as `org/name` in the hub cache ([`arl_core::hub`]).
 pub fn resolve_model_dir(model: &str) -> Result<PathBuf, ChatError> {
     let path = Path::new(model);
     if path.is_dir() {
         return Ok(path.to_path_buf());
+    }
+    match arl_gguf::known::resolve(model) {
+        Ok(Some(dir)) => return Ok(dir),
+        Ok(None) => {}
+        Err(e) => return Err(ChatError::Load { what: "model", path: model.to_string(), message: e.to_string() }),
     }
     let not_found = |why: String| ChatError::Load {
         what: "model",

@@ -35,6 +35,8 @@ pub enum ModelError {
     Unknown { source_name: String, presets: String },
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error(transparent)]
+    Gguf(#[from] arl_gguf::GgufError),
     #[error("invalid request: {0}")]
     Request(String),
 }

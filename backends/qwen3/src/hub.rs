@@ -1,5 +1,7 @@
-//! Where a `--model` string points: a directory, a built-in preset, or a repo id in the local
-//! Hugging Face cache ([`arl_core::hub`]). Nothing is ever downloaded.
+//! Where a `--model` string points: a directory, a built-in random preset, a GGUF source (a
+//! `.gguf` file or a known model such as `smollm2-135m`, converted once into arl's cache by
+//! [`arl_gguf::known`]), or a repo id in the local Hugging Face cache ([`arl_core::hub`]).
+//! Nothing is ever downloaded.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +16,8 @@ pub enum Source {
     Preset(&'static str),
 }
 
-/// A directory (has config.json), else a preset name, else a repo id in `cache`.
+/// A directory (has config.json), else a preset name, else a GGUF source, else a repo id in
+/// `cache`.
 pub fn resolve_in(source: &str, cache: &Path) -> Result<Source, ModelError> {
     let path = Path::new(source);
     if path.is_dir() {
@@ -23,9 +26,11 @@ pub fn resolve_in(source: &str, cache: &Path) -> Result<Source, ModelError> {
     if let Some(p) = presets::find(source) {
         return Ok(Source::Preset(p.name));
     }
-    let not_found =
-        |looked_in: String| ModelError::NotFound { source_name: source.to_string(), looked_in, presets: presets::names().join(", ") };
-    let presets = || presets::names().join(", ");
+    if let Some(dir) = arl_gguf::known::resolve(source)? {
+        return Ok(Source::Dir(dir));
+    }
+    let presets = || presets::names().into_iter().chain(arl_gguf::known::KNOWN.iter().map(|k| k.name)).collect::<Vec<_>>().join(", ");
+    let not_found = |looked_in: String| ModelError::NotFound { source_name: source.to_string(), looked_in, presets: presets() };
     let snapshot = hub::snapshot_in(source, cache).map_err(|e| match e {
         HubError::NotRepoId(_) if source.contains('/') || source.starts_with(['.', '~']) => {
             ModelError::NoSuchDir { path: source.to_string(), presets: presets() }

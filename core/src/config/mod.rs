@@ -82,7 +82,7 @@ impl Default for EnvConfig {
 pub struct SandboxConfig {
     /// Registered sandbox name (`arl list`).
     pub name: String,
-    /// Wall-clock limit per job, seconds; the job's process group is killed after it.
+    /// Wall-clock limit per job, seconds; the job (its whole PID namespace) is killed after it.
     pub timeout_s: f64,
     /// CPU-time limit per job, seconds (`RLIMIT_CPU`; the wasm sandbox checks it every 10 ms).
     pub cpu_s: u64,
@@ -95,6 +95,9 @@ pub struct SandboxConfig {
     /// Sandbox `wasm` only: the WASI CPython (`python.wasm`); empty picks the one
     /// `scripts/setup/python-wasm.sh` caches under `$HOME/.cache/arl/assets/python-wasm/`.
     pub python_wasm: String,
+    /// Sandbox `rlimit` only: more host paths bound read-only at the same place in each
+    /// job's root, beside the interpreter's own (e.g. `["/bin/bash"]`).
+    pub binds: Vec<String>,
 }
 
 impl Default for SandboxConfig {
@@ -107,6 +110,7 @@ impl Default for SandboxConfig {
             file_size_kb: 1024,
             output_kb: 64,
             python_wasm: String::new(),
+            binds: Vec::new(),
         }
     }
 }
@@ -136,8 +140,10 @@ pub enum DType {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
-    /// A model directory, a repo id in the local Hugging Face cache (`Qwen/Qwen3-0.6B`), or a
-    /// built-in preset name. Nothing is ever downloaded.
+    /// A model directory, a repo id in the local Hugging Face cache (`Qwen/Qwen3-0.6B`), a
+    /// GGUF file, or a preset: `smollm2-135m` (the real SmolLM2-135M-Instruct, fetched by
+    /// `scripts/setup/smollm2.sh`) or a random-weight shape (`tiny`, `small`, …). Nothing is
+    /// ever downloaded.
     pub source: String,
     /// Where the model runs: `cpu`, `cuda`, `tch` or `tch-cuda` (`arl list` shows those compiled in).
     pub backend: BackendKind,
@@ -150,6 +156,10 @@ pub struct ModelConfig {
     /// `scripts/setup/qwen3-tokenizer.sh` (`$ARL_QWEN3_TOKENIZER_DIR` or
     /// `~/.cache/arl/assets/qwen3-tokenizer`).
     pub tokenizer: Option<String>,
+    /// A Jinja chat template file used instead of the model's own. Unset: the model's, or,
+    /// when the env has tools and the model's template ignores them (SmolLM2), arl's
+    /// tool-capable ChatML template (`backends/chat/templates/chatml-tools.jinja`).
+    pub chat_template: Option<String>,
     /// The frozen reference policy of the KL term (`loss.kl_coef > 0`), as `source` is
     /// given. Unset: `source` itself (the initial policy, also when resuming).
     pub reference: Option<String>,
@@ -157,7 +167,15 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { source: "tiny".into(), backend: BackendKind::Cpu, device_index: 0, dtype: DType::F32, tokenizer: None, reference: None }
+        Self {
+            source: "smollm2-135m".into(),
+            backend: BackendKind::Cpu,
+            device_index: 0,
+            dtype: DType::F32,
+            tokenizer: None,
+            chat_template: None,
+            reference: None,
+        }
     }
 }
 

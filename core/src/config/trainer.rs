@@ -70,10 +70,10 @@ pub struct TrainerConfig {
 impl Default for TrainerConfig {
     fn default() -> Self {
         Self {
-            steps: 20,
+            steps: 30,
             group_size: 8,
-            prompts: 8,
-            lr: 1e-5,
+            prompts: 4,
+            lr: 2e-5,
             lr_schedule: LrSchedule::Constant,
             warmup_steps: 0,
             min_lr_ratio: 0.0,

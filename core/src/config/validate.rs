@@ -200,10 +200,7 @@ fn group_signal(c: &RunConfig, estimator: &dyn crate::AdvantageFn) -> Result<(),
             "trainer.group_size",
             1,
             "≥ 2",
-            &format!(
-                "estimator `{}` compares the episodes of a group, so with one episode per group it has no baseline",
-                c.advantage.name
-            ),
+            &format!("estimator `{}` compares the episodes of a group, so with one episode per group it has no baseline", c.advantage.name),
         ));
     }
     Ok(())

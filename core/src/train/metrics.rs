@@ -77,6 +77,10 @@ pub struct StepMetrics {
     /// this is host memory only: burn 0.21 exposes no device-memory statistic through
     /// `Dispatch`.
     pub peak_rss_mb: Option<f64>,
+    /// Jobs the sandbox could not start because the host ran short (disk, inodes, memory);
+    /// each cost its episode the reward (counter `sandbox_exhausted`).
+    #[serde(default)]
+    pub sandbox_exhausted: u64,
 }
 
 impl StepMetrics {
@@ -110,6 +114,9 @@ impl StepMetrics {
         if let Some(eta) = eta_s {
             line += &format!("  eta {}", duration(eta));
         }
+        if self.sandbox_exhausted > 0 {
+            line += &format!("  sandbox_exhausted {}", self.sandbox_exhausted);
+        }
         line
     }
 }
@@ -141,6 +148,11 @@ pub fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
     }
 }
 
+/// Jobs of these episodes that the sandbox could not start for want of host resources.
+pub fn sandbox_exhausted(episodes: &[crate::Episode]) -> u64 {
+    episodes.iter().filter_map(|e| e.stats.counters.get(crate::SANDBOX_EXHAUSTED)).sum()
+}
+
 /// The process's peak resident set size in MiB (`getrusage(RUSAGE_SELF)`), where the OS
 /// reports it.
 pub fn peak_rss_mb() -> Option<f64> {
@@ -166,6 +178,20 @@ pub fn peak_rss_mb() -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn exhausted_sandbox_jobs_are_summed_over_the_step() {
+        let mut a = crate::Episode::default();
+        a.stats.bump(crate::SANDBOX_EXHAUSTED);
+        a.stats.bump(crate::SANDBOX_EXHAUSTED);
+        let mut b = crate::Episode::default();
+        b.stats.bump("edits");
+        assert_eq!(super::sandbox_exhausted(&[a, b, crate::Episode::default()]), 2);
+        let m = super::StepMetrics { sandbox_exhausted: 2, ..Default::default() };
+        let line = m.console_line(1, 0.0, None);
+        assert!(line.ends_with("sandbox_exhausted 2"), "{line}");
+        assert!(!super::StepMetrics::default().console_line(1, 0.0, None).contains("sandbox_exhausted"));
+    }
+
     #[test]
     fn peak_rss_is_reported_and_plausible() {
         let mb = super::peak_rss_mb().expect("unix reports it");

@@ -423,6 +423,7 @@ fn step_metrics(
         update_seconds: u.seconds,
         step_seconds: seconds,
         peak_rss_mb: super::metrics::peak_rss_mb(),
+        sandbox_exhausted: super::metrics::sandbox_exhausted(episodes),
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arl_core::{
     AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, Workspace, dispatch,
 };
-use arl_tasks::{BugTask, grade};
+use arl_tasks::{BugTask, episode_reward};
 
 use crate::tools::{EDIT, EditTools, READ, SUBMIT, TEST};
 
@@ -42,8 +42,8 @@ impl EditSession {
         self.done = true;
         self.stats.truncated = truncated;
         let source = self.source().to_string();
-        let report = grade(self.sandbox.as_ref(), &self.bug, &source)?;
-        Ok(Outcome { reward: report.reward, stats: self.stats.clone() })
+        let reward = episode_reward(self.sandbox.as_ref(), &self.bug, &source, &mut self.stats)?;
+        Ok(Outcome { reward, stats: self.stats.clone() })
     }
 }
 

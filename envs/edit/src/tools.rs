@@ -86,7 +86,12 @@ impl ToolSet for EditTools {
                 ctx.stats.bump("test_runs");
                 match run_public(ctx.sandbox, &task, &source) {
                     Ok(report) => ToolOutcome::Ok(report.text),
-                    Err(e) => ToolOutcome::Failed(format!("the tests could not run: {e}")),
+                    Err(e) => {
+                        if matches!(e, arl_core::SandboxError::Exhausted(_)) {
+                            ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
+                        }
+                        ToolOutcome::Failed(format!("the tests could not run: {e}"))
+                    }
                 }
             }
             SUBMIT => ToolOutcome::Ok("Submitted.".into()),

@@ -10,13 +10,19 @@
 //! linear memory through a [`wasmtime::ResourceLimiter`] (`memory_bytes`); the wall clock
 //! (`wall_timeout`) by dropping the running call, which also ends a guest blocked in a host
 //! call such as `time.sleep`; CPU (`cpu_seconds`) by epoch interruption every 10 ms, which
-//! reads the job thread's CPU clock; file size (`file_size_bytes`) by the same 10 ms check
-//! walking the job directory — a poll, so a job can overshoot by what it writes in 10 ms
-//! before it is stopped; stdout and stderr captured in memory up to `output_bytes` each
-//! (the rest dropped, flagged truncated). A stopped job reports the signal `rlimit` would
-//! have seen (SIGKILL at the wall clock, SIGXCPU, SIGXFSZ; SIGSEGV for other traps) and a
-//! line on stderr saying why. `cpu_ms` is the job thread's CPU time and `max_rss_kb` the
-//! peak linear memory.
+//! reads the job thread's CPU clock; files (`watch`, `hostcalls`): at most 64 open at once
+//! (every guest open is a descriptor of the trainer's process), writes and growth checked
+//! inside the WASI calls (a single call larger than `file_size_bytes` is refused, and the job
+//! directory is measured after every write, so one call overshoots by at most its buffer),
+//! entries counted as they are created (4096 beyond the job's own, as `rlimit`'s tmpfs), the
+//! total held to 16 times `file_size_bytes`, and the whole directory measured again every
+//! 10 ms — by a walk relative to directory descriptors (no host path is built, so none is
+//! too long) that fails closed: anything it cannot inspect stops the job. Stdout and stderr
+//! are captured in memory up to `output_bytes` each (the rest dropped, flagged truncated).
+//! A stopped job reports the signal `rlimit` would have seen (SIGKILL at the wall clock,
+//! SIGXCPU, SIGXFSZ for every file limit; SIGSEGV for other traps) and a line on stderr
+//! saying why. `cpu_ms` is the job thread's CPU time and `max_rss_kb` the peak linear memory.
+//! A temp dir where job directories cannot be made is a one-line error at start-up.
 //!
 //! The interpreter is found at the config's `python_wasm`, else
 //! `$HOME/.cache/arl/assets/python-wasm/python.wasm` (fetched by
@@ -29,6 +35,7 @@
 
 mod assets;
 mod capture;
+mod hostcalls;
 mod jobdir;
 mod sandbox;
 mod watch;
@@ -43,7 +50,7 @@ use arl_core::{PluginError, Sandbox};
 
 arl_core::register!(SandboxPlugin {
     name: "wasm",
-    about: "CPython on WASI inside wasmtime: only the job dir, no network or processes, CPU and file size checked every 10 ms",
+    about: "CPython on WASI inside wasmtime: only the job dir, no network or processes, file limits checked in the WASI calls",
     build: build,
 });
 
@@ -51,7 +58,10 @@ fn build(config: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
     let sandbox = WasmSandbox::new(WasmSettings::from_config(config)).map_err(|e| PluginError {
         kind: "sandbox",
         name: "wasm".into(),
-        message: e.to_string(),
+        message: match e {
+            arl_core::SandboxError::Setup(m) => m,
+            other => other.to_string(),
+        },
     })?;
     Ok(Arc::new(sandbox))
 }

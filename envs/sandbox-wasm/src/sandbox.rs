@@ -34,9 +34,9 @@ impl WasmSettings {
 }
 
 /// What a job's store holds.
-struct Guest {
-    wasi: WasiP1Ctx,
-    watch: Watch,
+pub struct Guest {
+    pub wasi: WasiP1Ctx,
+    pub watch: Watch,
 }
 
 /// The engine and the linked, compiled interpreter: built once per interpreter file and
@@ -58,9 +58,20 @@ pub struct WasmSandbox {
 }
 
 impl WasmSandbox {
-    /// Load (or compile, the first time: ≈13 s on 2 cores) the interpreter.
+    /// Load (or compile, the first time: ≈13 s on 2 cores) the interpreter, and check that
+    /// job directories can be made.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
         let python_wasm = settings.python_wasm.clone().unwrap_or_else(default_python_wasm);
+        drop(JobDir::create(&Job::python("probe.py", Vec::new())).map_err(|e| {
+            let why = match e {
+                SandboxError::Setup(m) | SandboxError::Exhausted(m) => m,
+                other => other.to_string(),
+            };
+            SandboxError::Setup(format!(
+                "cannot make job directories in {} ({why}); point TMPDIR at a writable directory",
+                std::env::temp_dir().display()
+            ))
+        })?);
         let runtime = runtime(&python_wasm)?;
         Ok(Self { settings, runtime, python_wasm })
     }
@@ -88,6 +99,7 @@ fn runtime(python_wasm: &std::path::Path) -> Result<Arc<Runtime>, SandboxError> 
     let module = load_module(&engine, python_wasm, &wasm)?;
     let mut linker: Linker<Guest> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi).map_err(|e| setup("linking WASI", e))?;
+    crate::hostcalls::add(&mut linker).map_err(|e| setup("wrapping WASI calls", e))?;
     let pre = linker.instantiate_pre(&module).map_err(|e| setup(&format!("linking {}", python_wasm.display()), e))?;
     start_ticker(&engine);
     let runtime = Arc::new(Runtime { engine, pre });
@@ -132,11 +144,13 @@ impl Sandbox for WasmSandbox {
             .map_err(|e| SandboxError::Setup(format!("preopening {}: {e}", dir.0.display())))?;
 
         let start = Instant::now();
-        let guest = Guest { wasi: wasi.build_p1(), watch: Watch::new(&limits, &dir.0) };
+        let own = job.files.len() as u64 + job.files.iter().map(|f| f.path.matches('/').count() as u64).sum::<u64>();
+        let watch = Watch::new(&limits, &dir.0, own).map_err(|e| SandboxError::io(&format!("opening {}", dir.0.display()), e))?;
+        let guest = Guest { wasi: wasi.build_p1(), watch };
         let mut store = Store::new(&self.runtime.engine, guest);
         store.limiter(|g| &mut g.watch);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| match ctx.data().watch.check() {
+        store.epoch_deadline_callback(|mut ctx| match ctx.data_mut().watch.check() {
             Ok(()) => Ok(UpdateDeadline::Yield(1)),
             Err(stop) => Err(wasmtime::Error::new(stop)),
         });
@@ -146,6 +160,8 @@ impl Sandbox for WasmSandbox {
         let watch = &store.data().watch;
         let (cpu_ms, peak) = (watch.cpu_ms(), watch.peak_memory);
         drop(store);
+        #[cfg(test)]
+        crate::attacks::note_job_dir(&dir.0);
         drop(dir);
 
         let mut outcome = JobOutcome { wall_ms, cpu_ms: Some(cpu_ms), max_rss_kb: Some(peak / 1024), ..JobOutcome::default() };

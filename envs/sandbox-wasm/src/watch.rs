@@ -1,16 +1,34 @@
 //! What a running job is held to from the host side: linear memory (a resource limiter),
-//! CPU time and file sizes (checked at every epoch tick).
+//! CPU time (every epoch tick), open files (counted in the WASI host calls), and the job
+//! directory's contents — file sizes, their sum and the number of entries, measured by a walk
+//! relative to directory descriptors (no host path is ever built, so no path can be too
+//! long) at every epoch tick and after every write to a file. The walk fails closed: any
+//! entry it cannot inspect, too many entries or too deep a tree stops the job like an
+//! oversized file.
 
-use std::path::{Path, PathBuf};
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 
 use arl_core::Limits;
 use wasmtime::ResourceLimiter;
 
 /// Why the host stopped a job; carried inside the trap and read back by the sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stop {
-    Cpu { seconds: u64 },
-    FileSize { bytes: u64, limit: u64 },
+    Cpu {
+        seconds: u64,
+    },
+    FileSize {
+        bytes: u64,
+        limit: u64,
+    },
+    /// More entries (files and directories) than [`JOB_INODES`] plus the job's own.
+    TooManyFiles {
+        limit: u64,
+    },
+    /// The job directory could not be measured (an unreadable entry, too deep a tree).
+    Unwatchable(String),
 }
 
 impl std::fmt::Display for Stop {
@@ -18,6 +36,8 @@ impl std::fmt::Display for Stop {
         match self {
             Stop::Cpu { seconds } => write!(f, "CPU time limit of {seconds} s exceeded"),
             Stop::FileSize { bytes, limit } => write!(f, "file size limit exceeded: {bytes} bytes written, the limit is {limit}"),
+            Stop::TooManyFiles { limit } => write!(f, "file count limit exceeded: more than {limit} files and directories"),
+            Stop::Unwatchable(why) => write!(f, "file size limit: the job directory cannot be measured ({why}), so the job is stopped"),
         }
     }
 }
@@ -26,39 +46,68 @@ impl std::error::Error for Stop {}
 
 impl Stop {
     /// The signal `rlimit` would have reported.
-    pub fn signal(self) -> i32 {
+    pub fn signal(&self) -> i32 {
         match self {
             Stop::Cpu { .. } => libc::SIGXCPU,
-            Stop::FileSize { .. } => libc::SIGXFSZ,
+            _ => libc::SIGXFSZ,
         }
     }
 }
+
+/// Files and directories a job may create beyond its own (as in `rlimit`'s tmpfs).
+pub const JOB_INODES: u64 = 4096;
+/// The job directory may hold this many times the per-file size limit (as in `rlimit`).
+pub const JOB_ROOM_FILES: u64 = 16;
+/// Files a job may have open at once (as `rlimit`'s `RLIMIT_NOFILE`, beside stdio and `/`).
+pub const MAX_OPEN_FILES: u64 = 64;
+/// Directory depth the walk follows; deeper is a breach.
+const MAX_DEPTH: usize = 64;
 
 /// Per-job accounting, kept in the store.
 pub struct Watch {
     memory_bytes: u64,
     cpu_limit_ns: u64,
     file_size_bytes: u64,
-    dir: PathBuf,
+    entry_limit: u64,
+    dir: OwnedFd,
     cpu_start_ns: u64,
     /// Peak linear memory, bytes.
     pub peak_memory: u64,
+    /// Files the guest has open (its `path_open`s less its closes).
+    pub open_files: u64,
+    /// Set once the guest renumbers a descriptor onto or away from stdio: from then on every
+    /// descriptor is treated as a file.
+    pub stdio_moved: bool,
+    /// Entries found by the last walk, and creations (opens with create, mkdir, links)
+    /// since: their sum bounds the entries there are now.
+    known_entries: u64,
+    created: u64,
 }
 
-/// Files beyond this many in the job directory are not looked at (the walk must stay cheap).
-const MAX_WALK: usize = 4096;
-
 impl Watch {
-    /// Starts the job's CPU clock: call on the thread that will run the job.
-    pub fn new(limits: &Limits, dir: &Path) -> Self {
-        Self {
+    /// Starts the job's CPU clock: call on the thread that will run the job. `own_entries`
+    /// is what the job starts with (its files and directories).
+    pub fn new(limits: &Limits, dir: &Path, own_entries: u64) -> std::io::Result<Self> {
+        let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))?;
+        // SAFETY: a valid C string.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self {
             memory_bytes: limits.memory_bytes,
             cpu_limit_ns: limits.cpu_seconds.saturating_mul(1_000_000_000),
             file_size_bytes: limits.file_size_bytes,
-            dir: dir.to_path_buf(),
+            entry_limit: JOB_INODES + own_entries,
+            // SAFETY: a fresh descriptor.
+            dir: unsafe { OwnedFd::from_raw_fd(fd) },
             cpu_start_ns: thread_cpu_ns(),
             peak_memory: 0,
-        }
+            open_files: 0,
+            stdio_moved: false,
+            known_entries: own_entries,
+            created: 0,
+        })
     }
 
     /// CPU time of this thread since the job started, ms.
@@ -66,19 +115,37 @@ impl Watch {
         thread_cpu_ns().saturating_sub(self.cpu_start_ns) / 1_000_000
     }
 
-    /// The epoch-tick check: CPU time, then every file's size (and their sum, at 16 times the
-    /// per-file limit, so many files cannot fill the disk either).
-    pub fn check(&self) -> Result<(), Stop> {
-        let seconds = self.cpu_limit_ns / 1_000_000_000;
+    pub fn file_size_bytes(&self) -> u64 {
+        self.file_size_bytes
+    }
+
+    /// A host call may have created an entry: once the count could be over the limit, count
+    /// exactly (so a flood of files is stopped at the limit, not at the next tick).
+    pub fn created(&mut self) -> Result<(), Stop> {
+        self.created += 1;
+        if self.known_entries + self.created > self.entry_limit { self.check_files() } else { Ok(()) }
+    }
+
+    /// The epoch-tick check: CPU time, then the job directory.
+    pub fn check(&mut self) -> Result<(), Stop> {
         if thread_cpu_ns().saturating_sub(self.cpu_start_ns) > self.cpu_limit_ns {
-            return Err(Stop::Cpu { seconds });
+            return Err(Stop::Cpu { seconds: self.cpu_limit_ns / 1_000_000_000 });
         }
-        let (largest, total) = sizes(&self.dir);
-        if largest > self.file_size_bytes {
-            return Err(Stop::FileSize { bytes: largest, limit: self.file_size_bytes });
+        self.check_files()
+    }
+
+    /// Every file's size, their sum (at most [`JOB_ROOM_FILES`] times the per-file limit) and
+    /// the number of entries.
+    pub fn check_files(&mut self) -> Result<(), Stop> {
+        let mut tally = Tally::default();
+        walk(self.dir.as_raw_fd(), 0, &mut tally, self.entry_limit)?;
+        (self.known_entries, self.created) = (tally.entries, 0);
+        if tally.largest > self.file_size_bytes {
+            return Err(Stop::FileSize { bytes: tally.largest, limit: self.file_size_bytes });
         }
-        if total > self.file_size_bytes.saturating_mul(16) {
-            return Err(Stop::FileSize { bytes: total, limit: self.file_size_bytes.saturating_mul(16) });
+        let room = self.file_size_bytes.saturating_mul(JOB_ROOM_FILES);
+        if tally.total > room {
+            return Err(Stop::FileSize { bytes: tally.total, limit: room });
         }
         Ok(())
     }
@@ -98,27 +165,89 @@ impl ResourceLimiter for Watch {
     }
 }
 
-/// The largest file under `dir` and the sum of all, bytes (at most [`MAX_WALK`] entries).
-fn sizes(dir: &Path) -> (u64, u64) {
-    let (mut largest, mut total, mut seen) = (0u64, 0u64, 0usize);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > MAX_WALK {
-                return (largest, total);
+#[derive(Default)]
+struct Tally {
+    largest: u64,
+    total: u64,
+    entries: u64,
+}
+
+fn unwatchable(what: &str) -> Stop {
+    Stop::Unwatchable(format!("{what}: {}", std::io::Error::last_os_error()))
+}
+
+/// Walk the directory open at `fd` (not closed here), relative to descriptors only.
+fn walk(fd: RawFd, depth: usize, tally: &mut Tally, limit: u64) -> Result<(), Stop> {
+    if depth > MAX_DEPTH {
+        return Err(Stop::Unwatchable(format!("directories nested deeper than {MAX_DEPTH}")));
+    }
+    // SAFETY: a fresh duplicate handed to fdopendir, which owns it until closedir.
+    let dir = unsafe {
+        let dup = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0);
+        if dup < 0 {
+            return Err(unwatchable("duplicating a directory descriptor"));
+        }
+        let dir = libc::fdopendir(dup);
+        if dir.is_null() {
+            libc::close(dup);
+            return Err(unwatchable("opening a directory stream"));
+        }
+        // The duplicate shares the offset with `fd`, which an earlier walk left at the end.
+        libc::rewinddir(dir);
+        Dir(dir)
+    };
+    loop {
+        // SAFETY: errno is thread-local; readdir on a valid stream.
+        let entry = unsafe {
+            *libc::__errno_location() = 0;
+            libc::readdir64(dir.0)
+        };
+        if entry.is_null() {
+            // SAFETY: reading this thread's errno.
+            if unsafe { *libc::__errno_location() } != 0 {
+                return Err(unwatchable("reading a directory"));
             }
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                largest = largest.max(meta.len());
-                total += meta.len();
+            return Ok(());
+        }
+        // SAFETY: readdir returned a valid entry with a NUL-terminated name.
+        let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) };
+        if name == c"." || name == c".." {
+            continue;
+        }
+        tally.entries += 1;
+        if tally.entries > limit {
+            return Err(Stop::TooManyFiles { limit });
+        }
+        // SAFETY: a zeroed out-parameter; fstatat relative to the open directory.
+        let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatat64(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+            return Err(unwatchable("inspecting an entry"));
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            // SAFETY: openat relative to the open directory; the result is owned below.
+            let sub = unsafe { libc::openat(fd, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+            if sub < 0 {
+                return Err(unwatchable("opening a subdirectory"));
             }
+            // SAFETY: a fresh descriptor.
+            let sub = unsafe { OwnedFd::from_raw_fd(sub) };
+            walk(sub.as_raw_fd(), depth + 1, tally, limit)?;
+        } else {
+            let size = st.st_size.max(0) as u64;
+            tally.largest = tally.largest.max(size);
+            tally.total = tally.total.saturating_add(size);
         }
     }
-    (largest, total)
+}
+
+/// A directory stream, closed on drop.
+struct Dir(*mut libc::DIR);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: a stream from fdopendir, closed once.
+        unsafe { libc::closedir(self.0) };
+    }
 }
 
 /// This thread's CPU clock, ns.
@@ -127,4 +256,78 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: a valid pointer to a local timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec.max(0) as u64 * 1_000_000_000 + ts.tv_nsec.max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("arl-watch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn watch(dir: &Path) -> Watch {
+        Watch::new(&Limits { file_size_bytes: 1000, ..Limits::default() }, dir, 0).unwrap()
+    }
+
+    #[test]
+    fn a_path_longer_than_path_max_is_measured_all_the_same() {
+        let d = scratch("long");
+        // 40 levels of 200-byte names: far beyond PATH_MAX (4096) as an absolute path.
+        let mut p = d.clone();
+        for i in 0..40 {
+            p.push(format!("{i:0>200}"));
+        }
+        let made = std::process::Command::new("python3")
+            .args(["-c", "import os, sys\nos.chdir(sys.argv[1])\nfor part in sys.argv[2:]:\n    os.mkdir(part); os.chdir(part)\nopen('big', 'wb').write(b'x' * 5000)\n"])
+            .arg(&d)
+            .args(p.strip_prefix(&d).unwrap().iter())
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let mut w = watch(&d);
+        assert_eq!(w.check_files(), Err(Stop::FileSize { bytes: 5000, limit: 1000 }));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_unreadable_directory_stops_the_job_instead_of_being_skipped() {
+        let d = scratch("unreadable");
+        std::fs::create_dir(d.join("locked")).unwrap();
+        std::fs::write(d.join("locked/big"), vec![b'x'; 5000]).unwrap();
+        std::fs::set_permissions(d.join("locked"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+        let mut w = watch(&d);
+        let got = w.check_files();
+        std::fs::set_permissions(d.join("locked"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        // Root reads through mode 000 and finds the big file; anyone else cannot read it.
+        assert!(matches!(got, Err(Stop::FileSize { .. }) | Err(Stop::Unwatchable(_))), "{got:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn too_many_entries_or_too_deep_a_tree_is_a_breach_and_repeat_walks_see_everything() {
+        let d = scratch("many");
+        for i in 0..(JOB_INODES + 1) {
+            std::fs::write(d.join(format!("f{i}")), "").unwrap();
+        }
+        assert_eq!(watch(&d).check_files(), Err(Stop::TooManyFiles { limit: JOB_INODES }));
+        std::fs::remove_dir_all(&d).unwrap();
+        let d = scratch("deep");
+        let mut p = d.clone();
+        for _ in 0..(MAX_DEPTH + 2) {
+            p.push("d");
+        }
+        std::fs::create_dir_all(&p).unwrap();
+        assert!(matches!(watch(&d).check_files(), Err(Stop::Unwatchable(_))));
+        std::fs::remove_dir_all(&d).unwrap();
+        let d = scratch("again");
+        let mut w = watch(&d);
+        assert_eq!(w.check_files(), Ok(()));
+        std::fs::write(d.join("late"), vec![b'x'; 2000]).unwrap();
+        assert_eq!(w.check_files(), Err(Stop::FileSize { bytes: 2000, limit: 1000 }), "the second walk rewinds");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

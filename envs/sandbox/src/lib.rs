@@ -1,30 +1,47 @@
-//! arl-sandbox — the `rlimit` sandbox: model-influenced Python runs in a child process
-//! that has been fenced in before it runs a single line of job code.
+//! arl-sandbox — the `rlimit` sandbox: model-influenced Python runs in a process that has
+//! been fenced in before it runs a single line of job code, with nothing of the host in
+//! reach.
 //!
-//! Per job: a fresh temporary directory holding copies of the job's files (deleted
-//! afterwards), `python3 -I -S -B`, an environment of only `PATH`, `HOME` (the temp dir) and
-//! `LANG`, a new session (so the whole process group can be killed), a new network namespace
-//! (no network), rlimits (CPU, address space, file size, no core files, NPROC 0), and — when
-//! started as root — a drop to an unprivileged per-job uid/gid, since NPROC does not bind
-//! root. The parent enforces a wall-clock timeout by killing the process group, reads stdout
-//! and stderr concurrently with a cap (a flood cannot deadlock it), and reports resource use
-//! from `wait4`. A job that crashes, hangs or attacks is a [`JobOutcome`](arl_core::JobOutcome);
-//! only a sandbox that cannot start jobs at all is an error.
+//! Per job: a `clone` into new mount, PID, IPC, UTS, network and cgroup namespaces (plus a
+//! user namespace when the trainer is not root), whose first process builds a minimal root
+//! and `pivot_root`s into it ([`child`]): read-only binds of the interpreter, its ELF loader,
+//! its standard library and the shared objects it maps — found by running it once on the
+//! host ([`python::interpreter_binds`]), plus any configured extra binds ([`root`]); `/job`,
+//! the job's directory, a tmpfs with byte and inode limits and the only writable place
+//! (also `HOME`, and `/tmp` points to it); `/proc` of the job's own PID namespace; `/dev`
+//! with `null`, `zero` and `urandom` only. The checkout, the `arl` binary (which embeds the
+//! task bank), the trainer's files, other jobs, host processes, host unix sockets and SysV
+//! IPC objects do not exist there. Then `python3 -I -S -B` with only `PATH`, `HOME` and
+//! `LANG`, a new session, every inherited descriptor but 0–2 closed, rlimits (CPU, address
+//! space, file size, no core files, 64 files, no processes), a fresh unprivileged uid per
+//! job when the trainer is root ([`uid`]: never repeated within a run), `PR_SET_PDEATHSIG`,
+//! `PR_SET_NO_NEW_PRIVS` and a seccomp filter ([`seccomp`]: socket families, io_uring,
+//! namespace, mount and keyring calls). The parent ([`collect`]) polls stdout, stderr and
+//! the job's pidfd against the wall clock, kills the job's PID namespace at the deadline,
+//! reads what is left without waiting and drops the pipes; `wall_ms` is taken at the end,
+//! resources from `wait4`. Nothing is written to the host's disk.
 //!
-//! Started without root there is no uid drop: jobs keep the caller's uid, so they could
-//! signal the caller's own processes, and network isolation falls back to a user namespace
-//! where the kernel allows one. Run the trainer as root (as CI does) for the full fence.
+//! A job that crashes, hangs or attacks is a [`JobOutcome`](arl_core::JobOutcome). Where the
+//! kernel refuses the namespaces, [`RlimitSandbox::new`] fails with one line naming what is
+//! missing and pointing to `--sandbox wasm`: there is no weaker mode. A host that runs out
+//! of memory, processes or namespaces while starting one job is
+//! [`SandboxError::Exhausted`](arl_core::SandboxError::Exhausted), which a gym counts.
 //!
-//! It deliberately knows nothing about tasks, tests or grading: it runs files. Linux only.
-//! No cargo features.
+//! It deliberately knows nothing about tasks, tests or grading: it runs files. Linux only
+//! (x86_64, aarch64). No cargo features.
 
-mod capture;
 mod child;
+mod collect;
+mod elf;
 mod python;
 mod rlimit;
+mod root;
+mod seccomp;
+mod spawn;
+mod uid;
 
 pub use python::find_python;
-pub use rlimit::{RlimitSandbox, RlimitSettings};
+pub use rlimit::{JOB_DIR, JOB_INODES, JOB_ROOM_FILES, RlimitSandbox, RlimitSettings};
 
 use std::sync::Arc;
 
@@ -33,7 +50,7 @@ use arl_core::{PluginError, Sandbox};
 
 arl_core::register!(SandboxPlugin {
     name: "rlimit",
-    about: "child process with rlimits, no network, unprivileged uid, wall-clock kill (Linux)",
+    about: "namespaced child process in a minimal read-only root: rlimits, seccomp, fresh uid, wall-clock kill (Linux)",
     build: build,
 });
 
@@ -41,7 +58,10 @@ fn build(config: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
     let sandbox = RlimitSandbox::new(RlimitSettings::from_config(config)).map_err(|e| PluginError {
         kind: "sandbox",
         name: "rlimit".into(),
-        message: e.to_string(),
+        message: match e {
+            arl_core::SandboxError::Setup(m) => m,
+            other => other.to_string(),
+        },
     })?;
     Ok(Arc::new(sandbox))
 }

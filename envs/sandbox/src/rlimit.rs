@@ -1,22 +1,22 @@
-//! [`RlimitSandbox`]: the parent side — directories, spawning, the wall clock, reaping.
+//! [`RlimitSandbox`]: the parent side — the root planned once, each job's plan, spawning,
+//! the wall clock, reaping.
 
-use std::io::Write;
-use std::os::unix::fs::{PermissionsExt, chown};
-use std::os::unix::process::CommandExt;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arl_core::config::SandboxConfig;
-use arl_core::{Job, JobOutcome, Limits, Sandbox, SandboxError};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::{Pid, geteuid};
+use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError};
 
-use crate::capture::{spawn_capped, text};
-use crate::child::{Fence, NetIsolation};
-use crate::python::find_python;
+use crate::child::{ChildPlan, Identity, Op, Step};
+use crate::collect::collect;
+use crate::python::{find_python, interpreter_binds};
+use crate::root::{Entry, RootPlan};
+use crate::spawn::{SpawnError, pipe, set_nonblocking, spawn};
 
 /// How an [`RlimitSandbox`] is set up.
 #[derive(Clone, Debug)]
@@ -25,142 +25,197 @@ pub struct RlimitSettings {
     pub limits: Limits,
     /// The interpreter; `None` picks the system python3 ([`find_python`]).
     pub python: Option<PathBuf>,
-    /// When running as root, job `k` runs as uid/gid `uid_base + (k mod 100) + 100·(pid mod 10000)`:
-    /// a uid of its own, shared with no other live process (so `kill(-1)` and NPROC are per job).
+    /// When running as root, jobs run as fresh uids from here on ([`crate::uid`]).
     pub uid_base: u32,
+    /// More host paths bound read-only at the same place in the job's root, beside the
+    /// interpreter's own (e.g. `/bin/bash`, a `site-packages` directory).
+    pub binds: Vec<PathBuf>,
+    /// `RLIMIT_NPROC` of a job. 0: the interpreter can start no process and no thread.
+    pub max_processes: u64,
 }
 
 impl Default for RlimitSettings {
     fn default() -> Self {
-        Self { limits: Limits::default(), python: None, uid_base: 1_000_000 }
+        Self { limits: Limits::default(), python: None, uid_base: crate::uid::DEFAULT_BASE, binds: Vec::new(), max_processes: 0 }
     }
 }
 
 impl RlimitSettings {
     pub fn from_config(config: &SandboxConfig) -> Self {
-        Self { limits: config.limits(), ..Self::default() }
+        Self { limits: config.limits(), binds: config.binds.iter().map(PathBuf::from).collect(), ..Self::default() }
     }
 }
+
+/// Files and directories a job may create beyond its own, in its tmpfs.
+pub const JOB_INODES: u64 = 4096;
+
+/// The job's tmpfs holds its files plus this many times the per-file size limit.
+pub const JOB_ROOM_FILES: u64 = 16;
+
+/// Where the job's directory is inside its root (also its `HOME`; `/tmp` points here).
+pub const JOB_DIR: &str = "/job";
+
+/// What every job of one interpreter and bind list shares, built (and probed) once per process.
+struct Prepared {
+    python: CString,
+    ops: Vec<Op>,
+    /// Host paths of the ops, for messages.
+    op_paths: Vec<PathBuf>,
+    identity: Option<Identity>,
+    seccomp: Vec<libc::sock_filter>,
+}
+
+// SAFETY: every field is owned data (C strings, plain integers); nothing points elsewhere.
+unsafe impl Send for Prepared {}
+unsafe impl Sync for Prepared {}
+
+/// The interpreter and the extra binds: what a [`Prepared`] is built from.
+type PreparedKey = (PathBuf, Vec<PathBuf>);
+
+/// A job's directories and files, relative to its directory, as C strings.
+type JobFiles<'a> = (Vec<CString>, Vec<(CString, &'a [u8])>);
 
 /// The `rlimit` sandbox (see the crate docs for what a job gets).
 pub struct RlimitSandbox {
     settings: RlimitSettings,
     python: PathBuf,
-    net: NetIsolation,
-    root: bool,
-    next_job: AtomicU32,
+    prepared: Arc<Prepared>,
 }
 
-/// Network isolation the kernel allows, probed once per process.
-static NET: OnceLock<NetIsolation> = OnceLock::new();
+const BASE_OPTS: &std::ffi::CStr = c"size=1m,nr_inodes=4096,mode=0755";
 
 impl RlimitSandbox {
-    /// Find the interpreter and probe which network isolation the kernel grants (a kernel
-    /// that refuses every kind is reported once, on stderr).
+    /// Find the interpreter, plan the job's root and start one job in it; a kernel or
+    /// host that cannot do that is a one-line error naming what is missing.
     pub fn new(settings: RlimitSettings) -> Result<Self, SandboxError> {
         let python = match &settings.python {
             Some(p) => p.clone(),
             None => find_python().map_err(SandboxError::Setup)?,
         };
-        let root = geteuid().is_root();
-        let mut sandbox = Self { settings, python, net: NetIsolation::None, root, next_job: AtomicU32::new(0) };
-        sandbox.net = *NET.get_or_init(|| sandbox.probe_net());
-        Ok(sandbox)
+        static PREPARED: OnceLock<Mutex<HashMap<PreparedKey, Arc<Prepared>>>> = OnceLock::new();
+        let key = (python.clone(), settings.binds.clone());
+        let mut cache = PREPARED.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
+        let prepared = match cache.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(prepare(&python, &settings.binds)?);
+                let sandbox = Self { settings: settings.clone(), python: python.clone(), prepared: p.clone() };
+                sandbox.probe()?;
+                cache.insert(key, p.clone());
+                p
+            }
+        };
+        Ok(Self { settings, python, prepared })
     }
 
-    /// The network isolation jobs get.
-    pub fn net_isolation(&self) -> &'static str {
-        match self.net {
-            NetIsolation::Namespace => "network namespace",
-            NetIsolation::UserNamespace => "user + network namespace",
-            NetIsolation::None => "none (the kernel refused a network namespace)",
+    /// The interpreter jobs run.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
+    /// Host paths bound read-only into every job's root.
+    pub fn root_binds(&self) -> Vec<PathBuf> {
+        self.prepared
+            .op_paths
+            .iter()
+            .zip(&self.prepared.ops)
+            .filter(|(_, op)| matches!(op, Op::Bind { .. }))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Whether jobs get a user namespace (the trainer is not root) rather than a uid of their own.
+    pub fn user_namespace(&self) -> bool {
+        self.prepared.identity.is_some()
+    }
+
+    fn probe(&self) -> Result<(), SandboxError> {
+        let probe = Job {
+            limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() },
+            ..Job::python("probe.py", vec![JobFile { path: "probe.py".into(), contents: "print('ok')\n".into() }])
+        };
+        let how = if self.user_namespace() {
+            "this user cannot create the namespaces jobs need: allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; \
+             kernel.unprivileged_userns_clone=1 on Debian kernels; kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu), run as root"
+        } else {
+            "jobs need mount, PID, IPC, UTS, network and cgroup namespaces (root with CAP_SYS_ADMIN)"
+        };
+        let fail = |what: String| SandboxError::Setup(format!("cannot start jobs: {what}; {how}, or use `--sandbox wasm`"));
+        match self.run(&probe) {
+            Ok(out) if out.success() && out.stdout == "ok\n" => Ok(()),
+            Ok(out) => {
+                let last = out.stderr.lines().last().unwrap_or("").to_string();
+                Err(fail(format!(
+                    "{} cannot run in the job's root (exit {:?}, signal {:?}: {last})",
+                    self.python.display(),
+                    out.exit_code,
+                    out.signal
+                )))
+            }
+            Err(SandboxError::Setup(e) | SandboxError::Exhausted(e)) => Err(fail(e)),
+            Err(e) => Err(fail(e.to_string())),
         }
     }
 
-    fn probe_net(&self) -> NetIsolation {
-        let order: &[NetIsolation] = if self.root {
-            &[NetIsolation::Namespace, NetIsolation::UserNamespace]
-        } else {
-            &[NetIsolation::UserNamespace, NetIsolation::Namespace]
-        };
-        for &net in order {
-            let probe = Job {
-                limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() },
-                ..Job::python("probe.py", vec![arl_core::JobFile { path: "probe.py".into(), contents: "pass\n".into() }])
-            };
-            if let Ok(outcome) = self.run_with(&probe, net)
-                && outcome.success()
+    fn describe(&self, (step, index, errno): crate::child::Failure) -> String {
+        let err = std::io::Error::from_raw_os_error(errno);
+        match (step, self.prepared.op_paths.get(index as usize)) {
+            (Step::RootEntry | Step::ReadOnly, Some(path)) => format!("{} ({}): {err}", step.what(), path.display()),
+            (Step::Exec, _) => format!("{} {}: {err}", step.what(), self.python.display()),
+            _ => format!("{}: {err}", step.what()),
+        }
+    }
+}
+
+fn prepare(python: &Path, extra: &[PathBuf]) -> Result<Prepared, SandboxError> {
+    let setup = SandboxError::Setup;
+    let mut plan = RootPlan::default();
+    for path in interpreter_binds(python).map_err(setup)?.iter().chain(extra) {
+        plan.bind(path).map_err(setup)?;
+    }
+    exposes_nothing_of_ours(&plan).map_err(setup)?;
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| setup(format!("path `{}` holds a NUL byte", p.display())));
+    let (mut ops, mut op_paths) = (Vec::new(), Vec::new());
+    for (path, entry) in plan.entries() {
+        ops.push(match entry {
+            Entry::Dir => Op::Dir { path: c(path)? },
+            Entry::Symlink(target) => Op::Symlink { target: c(target)?, path: c(path)? },
+            Entry::Bind { dir, noexec } => Op::Bind {
+                src: c(&Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path)))?,
+                path: c(path)?,
+                dir: *dir,
+                noexec: *noexec,
+            },
+        });
+        op_paths.push(path.to_path_buf());
+    }
+    // SAFETY: getuid/getgid/geteuid cannot fail.
+    let (euid, uid, gid) = unsafe { (libc::geteuid(), libc::getuid(), libc::getgid()) };
+    let identity = (euid != 0).then(|| Identity::UserNs {
+        uid_map: CString::new(format!("1000 {uid} 1\n")).expect("digits"),
+        gid_map: CString::new(format!("1000 {gid} 1\n")).expect("digits"),
+    });
+    Ok(Prepared { python: c(python)?, ops, op_paths, identity, seccomp: crate::seccomp::filter() })
+}
+
+/// The root must not hold the running binary (it embeds the task bank) or the working
+/// directory (usually the checkout).
+fn exposes_nothing_of_ours(plan: &RootPlan) -> Result<(), String> {
+    let ours = [("the running program", std::env::current_exe().ok()), ("the working directory", std::env::current_dir().ok())];
+    for bound in plan.bound() {
+        for (what, path) in &ours {
+            if let Some(path) = path.as_ref().and_then(|p| std::fs::canonicalize(p).ok())
+                && path.starts_with(bound)
             {
-                return net;
+                return Err(format!(
+                    "the job's root would contain {what} ({}) through the bind of `{}`; bind less",
+                    path.display(),
+                    bound.display()
+                ));
             }
         }
-        eprintln!("warning: sandbox `rlimit`: the kernel refused a new network namespace; jobs run WITH network access");
-        NetIsolation::None
     }
-
-    fn fence(&self, limits: &Limits, net: NetIsolation) -> Fence {
-        let drop_to = self.root.then(|| {
-            let k = self.next_job.fetch_add(1, Ordering::Relaxed) % 100;
-            let uid = self.settings.uid_base + k + 100 * (std::process::id() % 10_000);
-            (uid, uid)
-        });
-        Fence { net, drop_to, cpu_seconds: limits.cpu_seconds, memory_bytes: limits.memory_bytes, file_size_bytes: limits.file_size_bytes }
-    }
-
-    fn run_with(&self, job: &Job, net: NetIsolation) -> Result<JobOutcome, SandboxError> {
-        let limits = clamp(&job.limits, &self.settings.limits);
-        let fence = self.fence(&limits, net);
-        let dir = JobDir::create(job, fence.drop_to)?;
-
-        let mut command = Command::new(&self.python);
-        command
-            .args(["-I", "-S", "-B", job.entry.as_str()])
-            .args(&job.args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", &dir.0)
-            .env("LANG", "C.UTF-8")
-            .current_dir(&dir.0)
-            .stdin(if job.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: `Fence::apply` only makes system calls on values copied into the closure.
-        unsafe { command.pre_exec(move || fence.apply()) };
-
-        let start = Instant::now();
-        let mut child = command.spawn().map_err(|e| SandboxError::Setup(format!("cannot start {}: {e}", self.python.display())))?;
-        let pid = child.id() as i32;
-        let stdout = spawn_capped(child.stdout.take().expect("piped"), limits.output_bytes);
-        let stderr = spawn_capped(child.stderr.take().expect("piped"), limits.output_bytes);
-        if let (Some(mut pipe), Some(input)) = (child.stdin.take(), job.stdin.clone()) {
-            // A job that never reads its stdin must not block us: write on a thread.
-            std::thread::spawn(move || {
-                let _ = pipe.write_all(input.as_bytes());
-            });
-        }
-
-        let ended = reap(pid, start + limits.wall_timeout);
-        // Whatever is left of the group (nothing, with NPROC 0) dies with the job.
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let wall_ms = start.elapsed().as_millis() as u64;
-        let out = stdout.join().unwrap_or(crate::capture::Captured { bytes: Vec::new(), truncated: true });
-        let err = stderr.join().unwrap_or(crate::capture::Captured { bytes: Vec::new(), truncated: true });
-        drop(dir);
-
-        let (exit_code, signal) = decode(ended.status);
-        Ok(JobOutcome {
-            exit_code,
-            signal,
-            timed_out: ended.timed_out,
-            stdout: text(&out.bytes),
-            stderr: text(&err.bytes),
-            stdout_truncated: out.truncated,
-            stderr_truncated: err.truncated,
-            wall_ms,
-            cpu_ms: Some(ms(ended.usage.ru_utime) + ms(ended.usage.ru_stime)),
-            max_rss_kb: Some(ended.usage.ru_maxrss.max(0) as u64),
-        })
-    }
+    Ok(())
 }
 
 impl Sandbox for RlimitSandbox {
@@ -169,8 +224,131 @@ impl Sandbox for RlimitSandbox {
     }
 
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError> {
-        self.run_with(job, self.net)
+        let limits = clamp(&job.limits, &self.settings.limits);
+        let p = &self.prepared;
+        let (dirs, files) = job_files(&job.files)?;
+        let uid = crate::uid::next(self.settings.uid_base);
+        let root_identity = Identity::Root { uid, gid: uid };
+        let identity = p.identity.as_ref().unwrap_or(&root_identity);
+        let page = |n: usize| (n as u64).div_ceil(4096) * 4096;
+        let stored: u64 = job.files.iter().map(|f| page(f.contents.len())).sum::<u64>() + job.stdin.as_ref().map_or(0, |s| page(s.len()));
+        let size = stored + JOB_ROOM_FILES * limits.file_size_bytes.max(4096) + (64 << 10);
+        let inodes = JOB_INODES + (files.len() + dirs.len()) as u64 + 2;
+        let owner = match identity {
+            Identity::Root { uid, gid } => format!(",uid={uid},gid={gid}"),
+            Identity::UserNs { .. } => String::new(),
+        };
+        let job_opts = CString::new(format!("size={size},nr_inodes={inodes},mode=0700{owner}")).expect("digits");
+
+        let nul = |what: &str| SandboxError::Setup(format!("the job's {what} holds a NUL byte"));
+        let mut argv_c = vec![p.python.clone()];
+        for a in ["-I", "-S", "-B", job.entry.as_str()].into_iter().chain(job.args.iter().map(String::as_str)) {
+            argv_c.push(CString::new(a).map_err(|_| nul("command line"))?);
+        }
+        let envp_c: Vec<CString> = [c"PATH=/usr/bin:/bin", c"HOME=/job", c"LANG=C.UTF-8"].iter().map(|s| CString::from(*s)).collect();
+        let ptrs = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect::<Vec<_>>();
+
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let (report_r, report_w) = pipe()?;
+        set_nonblocking(out_r.as_raw_fd())?;
+        set_nonblocking(err_r.as_raw_fd())?;
+        let plan = ChildPlan {
+            identity,
+            ops: &p.ops,
+            base_opts: BASE_OPTS,
+            job_opts,
+            dirs,
+            files,
+            stdin: job.stdin.as_deref().map(str::as_bytes),
+            python: &p.python,
+            argv: ptrs(&argv_c),
+            envp: ptrs(&envp_c),
+            stdout: out_w.as_raw_fd(),
+            stderr: err_w.as_raw_fd(),
+            report: report_w.as_raw_fd(),
+            rlimits: [
+                (libc::RLIMIT_CPU as i32, limits.cpu_seconds.max(1)),
+                (libc::RLIMIT_AS as i32, limits.memory_bytes),
+                (libc::RLIMIT_FSIZE as i32, limits.file_size_bytes),
+                (libc::RLIMIT_CORE as i32, 0),
+                (libc::RLIMIT_NOFILE as i32, 64),
+            ],
+            nproc: self.settings.max_processes,
+            seccomp: &p.seccomp,
+        };
+        let mut flags =
+            libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET | libc::CLONE_NEWCGROUP;
+        if p.identity.is_some() {
+            flags |= libc::CLONE_NEWUSER;
+        }
+
+        let start = Instant::now();
+        let child = match spawn(&plan, flags, report_r, vec![out_w, err_w, report_w]) {
+            Ok(child) => child,
+            Err(SpawnError::Clone(errno)) => {
+                let why = match errno {
+                    libc::ENOSPC | libc::EUSERS => " (a namespace limit is reached, e.g. user.max_user_namespaces)",
+                    libc::EPERM | libc::EINVAL => " (the kernel or a security policy refuses new namespaces here)",
+                    _ => "",
+                };
+                let msg = format!("clone into new namespaces: {}{why}", std::io::Error::from_raw_os_error(errno));
+                return Err(if exhausted(errno) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) });
+            }
+            Err(SpawnError::Child(failure)) => {
+                let msg = self.describe(failure);
+                return Err(if exhausted(failure.2) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) });
+            }
+            Err(SpawnError::Io(e)) => return Err(e.into()),
+        };
+        #[cfg(test)]
+        crate::attacks::support::note_job(&child);
+        let ended = collect(&child, out_r, err_r, start + limits.wall_timeout, limits.output_bytes);
+        let wall_ms = start.elapsed().as_millis() as u64;
+
+        let (exit_code, signal) = decode(ended.status);
+        Ok(JobOutcome {
+            exit_code,
+            signal,
+            timed_out: ended.timed_out,
+            stdout: ended.stdout.text(),
+            stderr: ended.stderr.text(),
+            stdout_truncated: ended.stdout.truncated,
+            stderr_truncated: ended.stderr.truncated,
+            wall_ms,
+            cpu_ms: Some(ms(ended.usage.ru_utime) + ms(ended.usage.ru_stime)),
+            max_rss_kb: Some(ended.usage.ru_maxrss.max(0) as u64),
+        })
     }
+}
+
+/// Errors that mean the host ran short (memory, disk, descriptors, processes, namespaces),
+/// not that the sandbox is broken.
+fn exhausted(errno: i32) -> bool {
+    matches!(errno, libc::ENOMEM | libc::ENOSPC | libc::EAGAIN | libc::EMFILE | libc::ENFILE | libc::EDQUOT | libc::EUSERS)
+}
+
+/// The job's files as the child creates them: directories (parents first), then files,
+/// relative to the job directory.
+fn job_files(files: &[JobFile]) -> Result<JobFiles<'_>, SandboxError> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut out = Vec::new();
+    for file in files {
+        let rel = Path::new(&file.path);
+        if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(SandboxError::Setup(format!("job file path `{}` must be relative, without `..`", file.path)));
+        }
+        for parent in rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).collect::<Vec<_>>().into_iter().rev() {
+            if !dirs.iter().any(|d| d == parent) {
+                dirs.push(parent.to_path_buf());
+            }
+        }
+        let path = CString::new(rel.as_os_str().as_bytes())
+            .map_err(|_| SandboxError::Setup(format!("job file path `{}` holds a NUL byte", file.path)))?;
+        out.push((path, file.contents.as_bytes()));
+    }
+    let dirs = dirs.iter().map(|d| CString::new(d.as_os_str().as_bytes()).expect("checked above")).collect();
+    Ok((dirs, out))
 }
 
 /// A job's limits, each lowered to the sandbox's ceiling.
@@ -181,44 +359,6 @@ fn clamp(job: &Limits, ceiling: &Limits) -> Limits {
         memory_bytes: job.memory_bytes.min(ceiling.memory_bytes),
         file_size_bytes: job.file_size_bytes.min(ceiling.file_size_bytes),
         output_bytes: job.output_bytes.min(ceiling.output_bytes),
-    }
-}
-
-struct Ended {
-    status: i32,
-    timed_out: bool,
-    usage: libc::rusage,
-}
-
-/// Wait for `pid` until `deadline`, then kill its process group and wait for it.
-fn reap(pid: i32, deadline: Instant) -> Ended {
-    let mut status = 0;
-    // SAFETY: rusage is plain old data.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut pause = Duration::from_micros(500);
-    loop {
-        // SAFETY: valid pointers to locals.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            return Ended { status, timed_out: false, usage };
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Ended { status: -1, timed_out: false, usage };
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-            loop {
-                // SAFETY: as above.
-                let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-                if r == pid || (r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)) {
-                    break;
-                }
-            }
-            return Ended { status, timed_out: true, usage };
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }
 
@@ -236,47 +376,4 @@ fn decode(status: i32) -> (Option<i32>, Option<i32>) {
 
 fn ms(t: libc::timeval) -> u64 {
     (t.tv_sec.max(0) as u64) * 1000 + (t.tv_usec.max(0) as u64) / 1000
-}
-
-/// A job's fresh directory, owned by the job's uid; removed on drop.
-struct JobDir(PathBuf);
-
-impl JobDir {
-    fn create(job: &Job, owner: Option<(u32, u32)>) -> Result<Self, SandboxError> {
-        let template = std::env::temp_dir().join("arl-job-XXXXXX");
-        let path = nix::unistd::mkdtemp(&template).map_err(|e| SandboxError::Setup(format!("mkdtemp {}: {e}", template.display())))?;
-        let dir = JobDir(path);
-        let own = |p: &Path| -> Result<(), SandboxError> {
-            if let Some((uid, gid)) = owner {
-                chown(p, Some(uid), Some(gid))?;
-            }
-            Ok(())
-        };
-        own(&dir.0)?;
-        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o700))?;
-        for file in &job.files {
-            let rel = Path::new(&file.path);
-            if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-                return Err(SandboxError::Setup(format!("job file path `{}` must be relative, without `..`", file.path)));
-            }
-            let target = dir.0.join(rel);
-            let mut parent = dir.0.clone();
-            for part in rel.parent().into_iter().flat_map(|p| p.components()) {
-                parent.push(part);
-                if !parent.exists() {
-                    std::fs::create_dir(&parent)?;
-                    own(&parent)?;
-                }
-            }
-            std::fs::write(&target, &file.contents)?;
-            own(&target)?;
-        }
-        Ok(dir)
-    }
-}
-
-impl Drop for JobDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -8,7 +8,7 @@
 //! early exit leaves cases missing, and a forged or repeated result line (even with the real
 //! marker, dug out of the runner's frames) makes the whole report void: reward 0.
 
-use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError};
+use arl_core::{EpisodeStats, Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -134,6 +134,21 @@ pub fn grade(sandbox: &dyn Sandbox, task: &BugTask, source: &str) -> Result<Grad
     let marker = fresh_marker();
     let outcome = sandbox.run(&grade_job(task, source, &marker, Limits::default()))?;
     Ok(read_grade(task, &outcome, &marker))
+}
+
+/// An episode's reward for `source`: its grade, or 0 when the sandbox could not start the
+/// grading job because the host ran short (counted in `stats` as
+/// [`SANDBOX_EXHAUSTED`](arl_core::SANDBOX_EXHAUSTED)), so a full disk costs one episode,
+/// not the run. Any other sandbox failure is an error.
+pub fn episode_reward(sandbox: &dyn Sandbox, task: &BugTask, source: &str, stats: &mut EpisodeStats) -> Result<f64, SandboxError> {
+    match grade(sandbox, task, source) {
+        Ok(report) => Ok(report.reward),
+        Err(SandboxError::Exhausted(_)) => {
+            stats.bump(arl_core::SANDBOX_EXHAUSTED);
+            Ok(0.0)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Equal as plain data; numbers compare numerically within 1e-9 (relative), so `2` equals

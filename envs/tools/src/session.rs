@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arl_core::{
     AssistantTurn, EnvError, EnvSession, EpisodeStats, Message, Outcome, ParsedCall, Sandbox, Step, Task, ToolContext, Workspace, dispatch,
 };
-use arl_tasks::{BugTask, grade};
+use arl_tasks::{BugTask, episode_reward};
 
 use crate::claims::claims_tests_pass;
 use crate::counters as c;
@@ -65,8 +65,8 @@ impl ToolsSession {
         self.done = true;
         self.stats.truncated = truncated;
         let source = self.source().to_string();
-        let report = grade(self.sandbox.as_ref(), &self.bug, &source)?;
-        Ok(Outcome { reward: report.reward, stats: self.stats.clone() })
+        let reward = episode_reward(self.sandbox.as_ref(), &self.bug, &source, &mut self.stats)?;
+        Ok(Outcome { reward, stats: self.stats.clone() })
     }
 }
 

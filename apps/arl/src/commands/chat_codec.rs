@@ -1,7 +1,9 @@
 //! Which tokenizer and chat template a run uses (`model.tokenizer`): the one given, else the
 //! model directory's own, else — for a random-weights preset only — the Qwen3 tokenizer that
 //! the presets document. A model directory without a tokenizer is an error, never a silent
-//! swap to another model's tokenizer.
+//! swap to another model's tokenizer. The chat template is the model's own, else
+//! `model.chat_template`, else — when the env has tools and the model's template ignores them
+//! (SmolLM2's) — arl's tool-capable ChatML template.
 
 use std::path::PathBuf;
 
@@ -49,11 +51,24 @@ pub fn tokenizer_dir(model: &ModelConfig) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// The codec for `model`, with thinking off (the gyms grade the final source, not prose).
-pub fn load(model: &ModelConfig) -> anyhow::Result<HfChatCodec> {
+/// The codec for `model`, with thinking off (the gyms grade the final source, not prose),
+/// and a line for the console when arl chose the template.
+pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatCodec, Option<String>)> {
     let dir = tokenizer_dir(model)?;
-    let codec = HfChatCodec::load(&dir).with_context(|| format!("loading the tokenizer from {}", dir.display()))?;
-    Ok(codec.with_enable_thinking(Some(false)))
+    let mut codec = HfChatCodec::load(&dir).with_context(|| format!("loading the tokenizer from {}", dir.display()))?;
+    let mut notice = None;
+    if let Some(file) = &model.chat_template {
+        let source = std::fs::read_to_string(file).with_context(|| format!("reading model.chat_template {file}"))?;
+        codec = codec.with_template(&source, file)?;
+    } else if env_has_tools && codec.ignores_tools()? {
+        codec = codec.with_chatml_tools()?;
+        notice = Some(format!(
+            "chat template: {}'s own template ignores tools, so arl's tool-capable ChatML template is used \
+             (Hermes layout; set model.chat_template=FILE to choose another)",
+            model.source
+        ));
+    }
+    Ok((codec.with_enable_thinking(Some(false)), notice))
 }
 
 /// The tokenizer's ids must all be ids of the model's vocabulary.

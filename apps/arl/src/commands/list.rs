@@ -32,6 +32,7 @@ pub fn sections() -> anyhow::Result<Vec<Section>> {
         section::<AdvantagePlugin>("advantages", "Advantage estimators")?,
         section::<LossPlugin>("losses", "Policy losses")?,
         section::<AlgoPreset>("algos", "Algorithm presets (--algo)")?,
+        Section { key: "models", title: "Model presets (--model; or a directory, a .gguf file, an HF-cache repo id)", rows: models() },
         Section { key: "backends", title: "Backends compiled in", rows: backends },
     ])
 }
@@ -39,6 +40,13 @@ pub fn sections() -> anyhow::Result<Vec<Section>> {
 fn section<P: Kind>(key: &'static str, title: &'static str) -> anyhow::Result<Section> {
     let rows = registry::all::<P>()?.iter().map(|p| (p.name().to_string(), p.about().to_string())).collect();
     Ok(Section { key, title, rows })
+}
+
+/// Real models arl can fetch (converted from GGUF once), then the random-weight shapes.
+fn models() -> Vec<(String, String)> {
+    let real = arl_gguf::known::KNOWN.iter().map(|k| (k.name.to_string(), format!("{}; fetch with {}", k.about, k.setup)));
+    let random = arl_qwen3::presets::PRESETS.iter().map(|p| (p.name.to_string(), format!("random weights: {}", p.about)));
+    real.chain(random).collect()
 }
 
 fn backend_about(b: BackendKind) -> &'static str {

@@ -5,6 +5,7 @@ mod bench;
 mod bench_sandbox;
 mod chat_codec;
 mod config;
+mod convert;
 mod crosscheck;
 mod eval;
 mod generate;
@@ -28,6 +29,7 @@ pub use advantages::Advantages;
 pub use bench::Bench;
 pub use chat_codec::tokenizer_dir;
 pub use config::ConfigCommand;
+pub use convert::Convert;
 pub use crosscheck::Crosscheck;
 pub use eval::Eval;
 pub use generate::Generate;
@@ -79,6 +81,8 @@ pub enum Command {
     Bench(Bench),
     /// Render a conversation through a model's chat template: `{"text": …, "ids": […]}`.
     Render(Render),
+    /// Convert a GGUF file (llama.cpp's format) into a Hugging Face model directory.
+    Convert(Convert),
     /// Score the same sampled tokens on several backends and report how far they disagree.
     Crosscheck(Crosscheck),
 }
@@ -100,6 +104,7 @@ impl Command {
             Command::Generate(cmd) => cmd.execute(out),
             Command::Bench(cmd) => cmd.execute(out),
             Command::Render(cmd) => cmd.execute(out),
+            Command::Convert(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
         }
     }

@@ -8,8 +8,9 @@ use burn::DispatchDevice;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
-    /// Model directory, Hugging Face repo id (local cache only) or preset (tiny,
-    /// tiny-vocab512, small, qwen3-0.6b, llama-135m).
+    /// Model directory, GGUF file, Hugging Face repo id (local cache only) or preset
+    /// (smollm2-135m, a real model; tiny, tiny-vocab512, small, qwen3-0.6b, llama-135m, random
+    /// weights).
     #[arg(long, default_value = "tiny")]
     pub model: String,
     /// cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in).

@@ -242,3 +242,30 @@ fn unknown_options_are_rejected_by_name() {
     let err = crate::build(&config, sandbox()).err().unwrap().to_string();
     assert!(err.contains("unknown field `train_instancez`"), "{err}");
 }
+
+/// A host whose disk is full: every job fails to start with `SandboxError::Exhausted`.
+struct FullDisk;
+
+impl arl_core::Sandbox for FullDisk {
+    fn name(&self) -> &str {
+        "full-disk"
+    }
+
+    fn run(&self, _: &arl_core::Job) -> Result<arl_core::JobOutcome, arl_core::SandboxError> {
+        Err(arl_core::SandboxError::io("writing the job directory", std::io::Error::from_raw_os_error(28)))
+    }
+}
+
+#[test]
+fn a_full_disk_costs_the_episode_its_reward_and_is_counted_not_an_error() {
+    let env =
+        ToolsEnv::new(&EnvConfig { name: "tools".into(), ..EnvConfig::default() }, &ToolsOptions::default(), std::sync::Arc::new(FullDisk));
+    let task = &env.tasks(Split::Heldout).unwrap()[0];
+    let bug = BugTask::from_task(task).unwrap();
+    let (old, new) = fix(&bug);
+    let (seen, outcome) = play(&env, task, &oracle(&bug, &old, &new));
+    let outcome = outcome.expect("the episode ends with a reward, not an error");
+    assert_eq!(outcome.reward, 0.0, "the oracle fix could not be graded");
+    assert!(matches!(&seen[2][0], ToolOutcome::Failed(t) if t.contains("out of resources")), "{:?}", seen[2]);
+    assert_eq!(outcome.stats.counters.get(arl_core::SANDBOX_EXHAUSTED), Some(&2), "pytest and the grading job: {:?}", outcome.stats);
+}

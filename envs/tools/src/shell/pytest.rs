@@ -181,7 +181,7 @@ pub fn pytest(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
             }
             exec
         }
-        Err(e) => Exec::usage(format!("pytest: the sandbox could not start the job: {e}")),
+        Err(e) => super::python::sandbox_failed(sh, "pytest", &e),
     }
 }
 

@@ -55,8 +55,16 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
     };
     match sh.ctx.sandbox.run(&job) {
         Ok(outcome) => program_exec(&outcome),
-        Err(e) => Exec::usage(format!("python: the sandbox could not start the job: {e}")),
+        Err(e) => sandbox_failed(sh, "python", &e),
     }
+}
+
+/// A job the sandbox could not start: an observation (counted when the host ran short).
+pub fn sandbox_failed(sh: &mut Shell<'_, '_>, program: &str, e: &arl_core::SandboxError) -> Exec {
+    if matches!(e, arl_core::SandboxError::Exhausted(_)) {
+        sh.ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
+    }
+    Exec::usage(format!("{program}: the sandbox could not start the job: {e}"))
 }
 
 /// The repository's files plus arl's own runner files (which win a name clash).

@@ -1,8 +1,16 @@
-//! The attack suite of `rlimit` (arl-sandbox's attacks.rs), case by case, against `wasm`.
-//! Every attack must be contained and none may hang. Where a case cannot apply to WASI (no
-//! uids, no processes, no signals), the test asserts what the guest sees instead.
+//! The attack suite of `rlimit` (arl-sandbox's attacks/), case by case, against `wasm`.
+//! Every attack must be contained, none may hang, and after each nothing of the job may be
+//! left (its directory removed, no descriptor into it: `assert_nothing_outlived`, run by
+//! every `run`). Where a case cannot apply to WASI (no uids, no processes, no signals, no
+//! /proc, no ctypes), the test asserts what the guest sees instead.
 //! Needs `scripts/setup/python-wasm.sh` (scripts/test.sh runs it).
 
+mod classes;
+mod limits;
+mod startup;
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -15,9 +23,60 @@ fn sandbox() -> &'static WasmSandbox {
     SANDBOX.get_or_init(|| WasmSandbox::new(WasmSettings::default()).unwrap_or_else(|e| panic!("{e}")))
 }
 
+/// The last job's directory on this thread and the size of each file in it at the end.
+#[derive(Clone, Debug)]
+struct JobTrace {
+    dir: PathBuf,
+    sizes: Vec<(PathBuf, u64)>,
+}
+
+impl JobTrace {
+    /// The size of the file whose name is `name` (0 if there is none).
+    fn size(&self, name: &str) -> u64 {
+        self.sizes.iter().filter(|(p, _)| p.file_name().is_some_and(|n| n == name)).map(|(_, s)| *s).max().unwrap_or(0)
+    }
+}
+
+thread_local! {
+    static LAST: RefCell<Option<JobTrace>> = const { RefCell::new(None) };
+}
+
+/// Called by the sandbox just before it removes a job's directory.
+pub fn note_job_dir(dir: &Path) {
+    // find(1) walks relative to directory descriptors, so host paths longer than PATH_MAX
+    // are measured too (std::fs::read_dir of an absolute path is not).
+    let listing = std::process::Command::new("find").arg(dir).args(["-type", "f", "-printf", "%s %f\\n"]).output().expect("find");
+    let found: Vec<(PathBuf, u64)> = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' ').and_then(|(size, name)| Some((PathBuf::from(name), size.parse().ok()?))))
+        .collect();
+    let trace = JobTrace { dir: dir.to_path_buf(), sizes: found };
+    LAST.with(|l| *l.borrow_mut() = Some(trace));
+}
+
+fn last_job() -> JobTrace {
+    LAST.with(|l| l.borrow().clone()).expect("a job ran on this thread")
+}
+
+/// After `run` returned: the job's directory is gone and no descriptor of ours points into it.
+fn assert_nothing_outlived() {
+    let trace = last_job();
+    assert!(!trace.dir.exists(), "the job directory {} outlived the job", trace.dir.display());
+    let ours: Vec<PathBuf> =
+        std::fs::read_dir("/proc/self/fd").unwrap().flatten().filter_map(|e| std::fs::read_link(e.path()).ok()).collect();
+    let into: Vec<&PathBuf> = ours.iter().filter(|p| p.starts_with(&trace.dir)).collect();
+    assert!(into.is_empty(), "descriptors into the job directory outlived it: {into:?}");
+}
+
 fn run_with(code: &str, limits: Limits) -> JobOutcome {
     let job = Job { limits, ..Job::python("main.py", vec![JobFile { path: "main.py".into(), contents: code.into() }]) };
-    sandbox().run(&job).expect("the sandbox runs the job")
+    let out = sandbox().run(&job).expect("the sandbox runs the job");
+    assert_nothing_outlived();
+    out
+}
+
+fn lines(out: &JobOutcome) -> Vec<&str> {
+    out.stdout.lines().collect()
 }
 
 /// Short limits so the suite stays quick: 3 s wall, 1 s CPU.
