@@ -3,6 +3,10 @@
 
     python3 scripts/bench/peer.py compare --arl target/release/arl --model small
     python3 scripts/bench/peer.py compare --arl target/release/arl --model llama-135m --runs 2
+    python3 scripts/bench/peer.py compare --arl NEW/arl --arl-before OLD/arl --model small
+
+With `--arl-before`, a second arl binary (an older build) takes its turn in every round too
+(before, arl, peer, …) and the table gains its column and the ratios before/peer and arl/before.
 
 `compare` exports the model's weights with `arl bench export` (a preset's seeded random
 weights; a directory is used as it is), then runs, as separate processes taking turns
@@ -185,6 +189,7 @@ def run_json(cmd):
 
 def compare(a):
     arl = str(Path(a.arl).resolve())
+    before = str(Path(a.arl_before).resolve()) if a.arl_before else None
     me = [sys.executable, str(Path(__file__).resolve())]
     tmp = None
     model_dir = a.model
@@ -199,40 +204,59 @@ def compare(a):
     peer_common = ["--model-dir", model_dir, "--threads", str(a.threads), "--attn", a.attn]
     pairs = []
     if "gen" in a.what:
-        pairs.append(("gen", [arl, "bench", "gen", "--model", model_dir, *gen], [*me, "gen", *peer_common, *gen]))
+        pairs.append(("gen", ["bench", "gen", "--model", model_dir, *gen], [*me, "gen", *peer_common, *gen]))
     if "score" in a.what:
-        pairs.append(("score", [arl, "bench", "score", "--model", model_dir, *score], [*me, "score", *peer_common, *score]))
+        pairs.append(("score", ["bench", "score", "--model", model_dir, *score], [*me, "score", *peer_common, *score]))
     results = {}
-    for name, arl_cmd, peer_cmd in pairs:
+    for name, arl_args, peer_cmd in pairs:
         runs = []
         for i in range(a.runs):
-            ours = run_json(arl_cmd)
+            old = run_json([before, *arl_args]) if before else None
+            ours = run_json([arl, *arl_args])
             theirs = run_json(peer_cmd)
-            runs.append((ours, theirs))
+            runs.append((ours, theirs, old))
+            if old is not None:
+                print(f"# {name} run {i + 1}/{a.runs}: arl-before {json.dumps(old)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: arl {json.dumps(ours)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: peer {json.dumps(theirs)}", file=sys.stderr)
         results[name] = runs
-    print(f"model `{a.model}`; {a.runs} run(s) per side, taking turns; medians; ratio = arl / peer (pair by pair, then "
-          "the median): above 1 arl is faster in tokens/s, below 1 it uses less memory")
+    sides = "before, arl and peer" if before else "arl and peer"
+    print(f"model `{a.model}`; {a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
+          "above 1 the first is faster in tokens/s, below 1 it uses less memory")
     print()
-    print("| bench | figure | arl | peer | ratio |")
-    print("|---|---|---|---|---|")
+    if before:
+        print("| bench | figure | arl before | arl | peer | before / peer | arl / peer | arl / before |")
+        print("|---|---|---|---|---|---|---|---|")
+    else:
+        print("| bench | figure | arl | peer | ratio |")
+        print("|---|---|---|---|---|")
     keys = {
         "gen": ["new_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "peak_rss_mb"],
         "score": ["tokens_per_s", "peak_rss_mb"],
     }
+
+    def ratio(xs, ys):
+        return statistics.median(x / y for x, y in zip(xs, ys))
+
     for name, runs in results.items():
         peer_name = "HF generate" if name == "gen" else "PyTorch eager"
         for k in keys[name]:
             ours = [r[0][k] for r in runs]
             theirs = [r[1][k] for r in runs]
-            ratio = statistics.median(x / y for x, y in zip(ours, theirs))
-            print(f"| {name} (vs {peer_name}) | {k} | {statistics.median(ours):.4g} | {statistics.median(theirs):.4g} | {ratio:.3f} |")
+            med = statistics.median
+            if before:
+                old = [r[2][k] for r in runs]
+                print(f"| {name} (vs {peer_name}) | {k} | {med(old):.4g} | {med(ours):.4g} | {med(theirs):.4g} | "
+                      f"{ratio(old, theirs):.3f} | {ratio(ours, theirs):.3f} | {ratio(ours, old):.3f} |")
+            else:
+                print(f"| {name} (vs {peer_name}) | {k} | {med(ours):.4g} | {med(theirs):.4g} | {ratio(ours, theirs):.3f} |")
         if name == "score":
-            o, t = runs[0]
+            o, t, b = runs[0]
             print()
-            print(f"warm-up step: loss arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
-                  f"grad norm arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
+            old = f"before {b['first_loss']:.6f} / " if b else ""
+            old_g = f"before {b['first_grad_norm']:.6f} / " if b else ""
+            print(f"warm-up step: loss {old}arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
+                  f"grad norm {old_g}arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
     if tmp:
         tmp.cleanup()
 
@@ -258,6 +282,7 @@ def main():
             q.add_argument("--steps", type=int, default=3)
     q = sub.add_parser("compare")
     q.add_argument("--arl", required=True, help="the arl binary (a release build)")
+    q.add_argument("--arl-before", help="an older arl binary to run in the same rounds (before/after)")
     q.add_argument("--model", required=True, help="arl preset name or HF model directory")
     q.add_argument("--what", default="gen,score")
     q.add_argument("--runs", type=int, default=3)
