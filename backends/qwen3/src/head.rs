@@ -179,7 +179,7 @@ impl<B: AutodiffBackend> DeferredHead<B> {
         for start in (0..n).step_by(rows) {
             let end = (start + rows).min(n);
             let c = end - start;
-            let col = |t: &Tensor<B::InnerBackend, 1>| t.clone().slice([start..end]).reshape([c, 1]);
+            let col = |t: &Tensor<B::InnerBackend, 1>| t.clone().narrow(0, start, c).reshape([c, 1]);
             let chunk = h.clone().slice([start..end, 0..hidden]);
             let z = inner.project(chunk.clone());
             let z = if inv_t == 1.0 { z } else { z.mul_scalar(inv_t) };
