@@ -18,6 +18,12 @@ done
 echo "== cargo test"
 cargo test --workspace --locked "$@"
 
+# A plugin crate outside the tree (`arl new env`), built against this checkout and trained a step.
+if [ "${ARL_SKIP_OUT_OF_TREE:-0}" != 1 ]; then
+    echo "== out-of-tree plugin crate"
+    scripts/out-of-tree-check.sh
+fi
+
 # The libtorch backend on the CPU: cpu vs tch crosscheck on every fixture checkpoint
 # (libtorch from scripts/setup/libtorch.sh; ARL_SKIP_LIBTORCH=1 skips both).
 if [ "${ARL_SKIP_LIBTORCH:-0}" != 1 ]; then

@@ -67,6 +67,15 @@ pub trait ChatCodec: Send + Sync {
     /// The ids that end an assistant turn (e.g. `<|im_end|>`, `<|endoftext|>` for Qwen3).
     fn stop_ids(&self) -> &[u32];
 
+    /// The ids of a written assistant turn (`assistant`, with its tool calls and reasoning)
+    /// after `history`, as a model trained on this template would sample them: the turn's
+    /// text after the generation prompt, through the stop id. Supervised fine-tuning appends
+    /// these where a rollout appends sampled ids. A codec that cannot render turns says so.
+    fn assistant_ids(&self, history: &[Message], tools: &[ToolSchema], assistant: &Message) -> Result<Vec<u32>, ChatError> {
+        let _ = (history, tools, assistant);
+        Err(ChatError::Render("this codec cannot render written assistant turns (needed for supervised fine-tuning)".into()))
+    }
+
     /// The start-up check the trainer runs before any rollout: on a reference conversation,
     /// the ids a [`Conversation`] grows must equal the template's own rendering. Returns a
     /// one-line summary; on failure, the first differing tokens.

@@ -45,7 +45,7 @@ pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, 
 pub use message::{Message, Role};
 pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
-pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox};
+pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox, ShellSupport};
 pub use task::{Split, Task};
 pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace, dispatch};
 

@@ -26,6 +26,12 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// Bytes kept of stdout and of stderr each; the rest is dropped and flagged.
     pub output_bytes: usize,
+    /// Processes (and threads) the job may have at once, its first included; 0 (the
+    /// default): the interpreter alone, no thread, no fork. Under `rlimit` this is
+    /// `RLIMIT_NPROC` inside the job's own PID namespace, capped by the sandbox's settings;
+    /// `wasm` runs no processes and ignores it.
+    #[serde(default)]
+    pub processes: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +42,7 @@ impl Default for Limits {
             memory_bytes: 1 << 30,
             file_size_bytes: 1 << 20,
             output_bytes: 64 * 1024,
+            processes: 0,
         }
     }
 }
@@ -77,7 +84,24 @@ impl JobOutcome {
     }
 }
 
+/// A real shell in the sandbox's jobs: `bash` and ordinary command-line tools in the job's
+/// root, a `/repo` that names the job's `repo/` directory, and directories to put on a
+/// Python's `sys.path` (e.g. a read-only pytest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShellSupport {
+    /// The shell's path inside the job's root.
+    pub bash: String,
+    /// Where the job's `repo/` directory is also seen (`/repo`).
+    pub repo: String,
+    /// Directories for `PYTHONPATH` (read-only in the job's root).
+    pub python_path: Vec<String>,
+}
+
 pub trait Sandbox: Send + Sync {
     fn name(&self) -> &str;
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError>;
+    /// What a job may use of a real shell; `None` (the default): no shell, Python only.
+    fn shell(&self) -> Option<&ShellSupport> {
+        None
+    }
 }

@@ -93,6 +93,9 @@ pub struct ToolResult {
 pub struct Workspace {
     pub files: BTreeMap<String, String>,
     pub read: BTreeSet<String>,
+    /// A shell's working directory, kept across calls (`None`: the repository's root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// What a tool may touch while it runs.

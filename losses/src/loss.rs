@@ -113,7 +113,10 @@ impl PolicyLoss for Loss {
 
     fn zero_advantage_rows_vanish(&self) -> bool {
         let s = &self.settings;
-        s.family != Family::Dro && !(s.kl_coef > 0.0 && s.kl_in_loss) && s.entropy_coef == 0.0
+        // A row with advantage 0 still has a gradient through DRO's and cross-entropy's own
+        // terms, a KL in the loss, or an entropy bonus.
+        let other_terms = matches!(s.family, Family::Dro | Family::CrossEntropy) || (s.kl_coef > 0.0 && s.kl_in_loss);
+        !other_terms && s.entropy_coef == 0.0
     }
 
     fn needs_entropy(&self) -> bool {

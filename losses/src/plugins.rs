@@ -30,6 +30,7 @@ loss!(dppo_kl: "dppo-kl", "DPPO with the binary-KL mask (delta 0.05, is_cap 20)"
 loss!(dro: "dro", "DRO: −(log π·Â − β/2·(log π − log π_old)²), needs loss.dro_beta", Family::Dro, TokenMean, PPO_CLIP);
 loss!(is: "is", "plain importance sampling −sg(w)·Â·log π, no trust region (optional is_cap)", Family::Is, TokenMean, PPO_CLIP);
 loss!(reinforce: "reinforce", "REINFORCE −Â·log π", Family::Reinforce, TokenMean, PPO_CLIP);
+loss!(cross_entropy: "cross-entropy", "supervised cross-entropy −log π on the masked tokens, token-mean (SFT; advantages ignored)", Family::CrossEntropy, TokenMean, PPO_CLIP);
 
 macro_rules! estimator {
     ($fn:ident: $name:literal, $about:literal) => {

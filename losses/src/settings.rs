@@ -21,6 +21,8 @@ pub enum Family {
     /// Plain importance sampling, −sg(w)·Â·log π.
     Is,
     Reinforce,
+    /// Supervised cross-entropy −log π (SFT); advantages are ignored.
+    CrossEntropy,
 }
 
 /// Keys every loss accepts.
@@ -38,6 +40,7 @@ impl Family {
             Family::Dro => &["dro_beta", "tis"],
             Family::Is => &["is_cap"],
             Family::Reinforce => &["tis"],
+            Family::CrossEntropy => &[],
         }
     }
 }

@@ -72,6 +72,14 @@ fn bad_run_settings_exit_2_with_one_line_and_touch_nothing() {
         (&["--model", "nobody/no-such-model"], "huggingface-cli download nobody/no-such-model"),
         (&["--model", "tny"], "`tny` is not a model directory, a preset (tiny, "),
         (&["--config", "/no/such/run.toml"], "cannot read config file /no/such/run.toml: No such file or directory (os error 2)"),
+        (&["--lora", "--set", "lora.rank=0"], "config key `lora.rank`: 0 is out of range; valid: ≥ 1"),
+        (&["--set", "lora.rank=-2"], "config key `lora.rank`: invalid value: integer `-2`"),
+        (
+            &["--lora", "--set", "lora.target_modules=[\"q_proj\", \"attn\"]"],
+            "config key `lora.target_modules`: `attn` is not a linear layer of the model; valid: q_proj, k_proj, v_proj, o_proj, \
+             gate_proj, up_proj, down_proj",
+        ),
+        (&["--lora", "--set", "lora.dropout=1.5"], "config key `lora.dropout`: 1.5 is out of range; valid: ≥ 0 and < 1"),
     ];
     for (extra, says) in cases {
         let args: Vec<&str> =
@@ -196,7 +204,21 @@ fn other_commands_refuse_bad_input_with_exit_2() {
     let ragged =
         write("ragged.json", r#"{"log_prob": [[0.0, 0.0]], "old_log_prob": [[0.0]], "advantages": [[1.0, 1.0]], "mask": [[1.0, 1.0]]}"#);
     let not_json = write("bad.json", "{");
+    let tokens = write("tokens.json", r#"{"sequences": [[1, 2, 3]]}"#);
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let (qwen3_b, qwen3_a_adapter) = (fixtures.join("qwen3/qwen3-b"), fixtures.join("lora/qwen3-a-qv"));
+    let (qwen3_b, qwen3_a_adapter) = (qwen3_b.to_str().unwrap(), qwen3_a_adapter.to_str().unwrap());
+    let merged = dir.join("merged").display().to_string();
+    let another_base = "tensor `base_model.model.model.layers.0.mlp.down_proj.lora_A.weight` has shape [4, 96], but the base model's \
+                        `model.layers.0.mlp.down_proj` needs [4, 80]";
     let cases: Vec<(Vec<&str>, u8, &str)> = vec![
+        (vec!["score", "--model", qwen3_b, "--adapter", qwen3_a_adapter, "--input", &tokens], 2, another_base),
+        (vec!["merge", "--model", qwen3_b, "--adapter", qwen3_a_adapter, "--out", &merged], 2, another_base),
+        (
+            vec!["merge", "--model", qwen3_b, "--adapter", "/no/such/adapter", "--out", &merged],
+            2,
+            "--adapter /no/such/adapter: no such directory",
+        ),
         (vec!["score", "--model", "tiny-vocab512", "--input", &empty_seq], 2, "sequence 0 is empty"),
         (vec!["score", "--model", "tiny-vocab512", "--input", &no_seqs], 2, "`sequences` is empty"),
         (vec!["score", "--model", "tiny-vocab512", "--input", &bad_pos], 2, "position 0 is not in 1..2"),

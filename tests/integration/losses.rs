@@ -39,7 +39,7 @@ fn list_shows_losses_estimators_and_presets() {
     }
     let doc: Value = serde_json::from_str(&arl(&["list", "--json"]).unwrap()).unwrap();
     let names = |k: &str| doc[k].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
-    for loss in ["grpo", "ppo", "gspo", "gspo-token", "cispo", "sapo", "dppo-tv", "dppo-kl", "dro", "is", "reinforce"] {
+    for loss in ["grpo", "ppo", "gspo", "gspo-token", "cispo", "sapo", "dppo-tv", "dppo-kl", "dro", "is", "reinforce", "cross-entropy"] {
         assert!(names("losses").contains(&loss.to_string()), "{loss}");
     }
     for est in ["grpo", "drgrpo", "rloo", "liteppo", "reinforce++", "reinforce++-baseline", "norm"] {

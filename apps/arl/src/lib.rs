@@ -5,6 +5,7 @@
 //! at run time.
 
 pub mod commands;
+pub mod report;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -53,6 +54,23 @@ macro_rules! usage {
     ($($arg:tt)*) => { anyhow::Error::new($crate::UsageError(format!($($arg)*))) };
 }
 
+/// The `arl` binary's `main`: link the built-in plugins, run the command line, report an error
+/// once with its exit status. A binary of your own that links more plugin crates is two lines
+/// (`arl new env` writes one):
+///
+/// ```ignore
+/// use my_env as _;
+/// fn main() -> std::process::ExitCode { arl_cli::main() }
+/// ```
+pub fn main() -> ExitCode {
+    arl_plugins::link();
+    let mut stdout = std::io::stdout().lock();
+    match run(std::env::args_os(), &mut stdout) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err),
+    }
+}
+
 /// Parse `args` (including the program name) and run the command, writing to `out`.
 /// clap's own errors (and `--help`) are returned as `clap::Error`.
 pub fn run<I, T>(args: I, out: &mut dyn Write) -> anyhow::Result<()>
@@ -79,10 +97,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         e.downcast_ref::<arl_core::ConfigError>().is_some()
             || e.downcast_ref::<arl_core::RegistryError>().is_some()
             || e.downcast_ref::<UsageError>().is_some()
+            || e.downcast_ref::<arl_core::train::sft::SftDataError>().is_some()
             || e.downcast_ref::<arl_core::train::TrainError>().is_some_and(|t| t.is_config())
             || e.downcast_ref::<arl_qwen3::ModelError>().is_some_and(|m| {
                 use arl_qwen3::ModelError::*;
-                matches!(m, NotFound { .. } | NoSuchDir { .. } | Unknown { .. })
+                matches!(m, NotFound { .. } | NoSuchDir { .. } | Unknown { .. } | Adapter { .. } | Lora(_))
             })
     });
     if usage { 2 } else { 1 }

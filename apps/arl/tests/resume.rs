@@ -2,7 +2,8 @@
 //! checkpoint, reports the same step-3 metrics as a run that was never interrupted. The kill
 //! is deterministic: the killed child's env blocks in step 3's rollout (its 9th episode), so
 //! it is always killed after writing the step-2 checkpoint and before step 3 ends. A bf16 run
-//! resumed after two steps continues in bf16 and takes the uninterrupted run's step 3.
+//! resumed after two steps continues in bf16 and takes the uninterrupted run's step 3, and so
+//! does a LoRA run, from its adapter-only checkpoint.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
 //! calls `arl_cli::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
@@ -259,6 +260,47 @@ fn a_bf16_run_resumes_in_bf16() {
     for (x, y) in x.iter().zip(&y) {
         assert_same_metrics(x, y);
     }
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+/// GRPO with LoRA (rank 4 on every linear layer of the frozen base) trains, checkpoints only
+/// the adapter and its optimizer state, and a run stopped after step 2 and resumed takes the
+/// uninterrupted run's step 3.
+#[test]
+fn a_lora_run_trains_and_resumes_from_its_adapter() {
+    let (a, b) = (out_dir("lora-a"), out_dir("lora-b"));
+    let lora = ["--lora", "--set", "lora.rank=4", "--set", "trainer.lr=1e-2"];
+    let done = run(&a, &lora);
+    let log = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(log.contains("LoRA: rank 4, alpha 16 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"), "{log}");
+    let mut two = lora.to_vec();
+    two.extend(["--set", "trainer.steps=2"]);
+    let stopped = run(&b, &two);
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    let mut again = lora.to_vec();
+    again.push("--resume");
+    let resumed = run(&b, &again);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success() && log.contains("after step 2"), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    let (x, y) = (steps(&a), steps(&b));
+    assert_eq!((x.len(), y.len()), (3, 3));
+    for s in &x {
+        assert!(s["grad_norm"].as_f64().unwrap() > 0.0, "the adapters get gradients: {s}");
+    }
+    for (x, y) in x.iter().zip(&y) {
+        assert_same_metrics(x, y);
+    }
+    let fin = b.join("checkpoints/final");
+    assert!(fin.join("adapter_model.safetensors").is_file() && fin.join("optimizer.safetensors").is_file());
+    assert!(!fin.join("model.safetensors").exists(), "no base weights in a LoRA checkpoint");
+    let (adapter, optimizer) = (fin.join("adapter_model.safetensors"), fin.join("optimizer.safetensors"));
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    // The tiny preset's base is ~9.8M parameters (39 MB in f32); its rank-4 adapters 35k.
+    assert!(size(&adapter) < 200_000 && size(&optimizer) < 400_000, "{} {}", size(&adapter), size(&optimizer));
+    // The policy moved between the step-2 checkpoint and the end.
+    assert_ne!(std::fs::read(&adapter).unwrap(), std::fs::read(b.join("checkpoints/step-00002/adapter_model.safetensors")).unwrap());
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }

@@ -170,6 +170,38 @@ impl HfChatCodec {
     }
 }
 
+impl HfChatCodec {
+    /// The ids of `assistant` as a model trained on this template writes it after `history`:
+    /// the template's rendering of the turn after the generation prompt, up to and including
+    /// the stop token (what a rollout's sampler produces for that turn, token-in/token-out).
+    pub fn assistant_turn_ids(&self, history: &[Message], tools: &[ToolSchema], assistant: &Message) -> Result<Vec<u32>, ChatError> {
+        let before = self.render_typed(history, tools, true)?;
+        let mut with = history.to_vec();
+        with.push(assistant.clone());
+        let after = self.render_typed(&with, tools, false)?;
+        let Some(body) = after.strip_prefix(&before) else {
+            let at =
+                before.char_indices().zip(after.chars()).find(|((_, a), b)| a != b).map_or(before.len().min(after.len()), |((i, _), _)| i);
+            let snippet = |s: &str| s[at..].chars().take(40).collect::<String>();
+            return Err(ChatError::NotAppendOnly(format!(
+                "adding an assistant turn changes what the template rendered before it: first difference at char {at}: \
+                 prompt {:?} vs with the turn {:?}",
+                snippet(&before),
+                snippet(&after)
+            )));
+        };
+        let (cut, stop) = self
+            .stop_ids()
+            .iter()
+            .filter_map(|&id| Some((body.find(&self.decode(&[id]).ok()?)?, id)))
+            .min()
+            .ok_or_else(|| ChatError::NotAppendOnly(format!("the template ends an assistant turn without a stop token: {body:?}")))?;
+        let mut ids = self.encode(&body[..cut])?;
+        ids.push(stop);
+        Ok(ids)
+    }
+}
+
 fn after_sentinel(text: &str) -> Result<&str, ChatError> {
     match text.rfind(SENTINEL) {
         Some(at) => Ok(&text[at + SENTINEL.len()..]),
@@ -209,6 +241,10 @@ impl ChatCodec for HfChatCodec {
 
     fn stop_ids(&self) -> &[u32] {
         &self.inner.stop_ids
+    }
+
+    fn assistant_ids(&self, history: &[Message], tools: &[ToolSchema], assistant: &Message) -> Result<Vec<u32>, ChatError> {
+        self.assistant_turn_ids(history, tools, assistant)
     }
 
     fn self_check(&self) -> Result<String, ChatError> {

@@ -148,32 +148,13 @@ fn grow(
     Ok(Run { conversation, structured })
 }
 
-/// What a model trained on this template samples for `assistant` after `history`: the
-/// template's rendering of the turn after the generation prompt, up to the stop token.
+/// What a model trained on this template samples for `assistant` after `history`
+/// ([`HfChatCodec::assistant_turn_ids`]), its errors reported as the self-check's.
 fn sampled_ids(codec: &HfChatCodec, history: &[Message], tools: &[ToolSchema], assistant: &Message) -> Result<Vec<u32>, ChatError> {
-    let before = codec.render_typed(history, tools, true)?;
-    let mut with = history.to_vec();
-    with.push(assistant.clone());
-    let after = codec.render_typed(&with, tools, false)?;
-    let Some(body) = after.strip_prefix(&before) else {
-        let at = before.char_indices().zip(after.chars()).find(|((_, a), b)| a != b).map_or(before.len().min(after.len()), |((i, _), _)| i);
-        let snippet = |s: &str| s[at..].chars().take(40).collect::<String>();
-        return Err(ChatError::SelfCheck(format!(
-            "adding an assistant turn changes what the template rendered before it: first difference at char {at}: \
-             prompt {:?} vs with the turn {:?}",
-            snippet(&before),
-            snippet(&after)
-        )));
-    };
-    let (cut, stop) = codec
-        .stop_ids()
-        .iter()
-        .filter_map(|&id| Some((body.find(&codec.decode(&[id]).ok()?)?, id)))
-        .min()
-        .ok_or_else(|| ChatError::SelfCheck(format!("the template ends an assistant turn without a stop token: {body:?}")))?;
-    let mut ids = codec.encode(&body[..cut])?;
-    ids.push(stop);
-    Ok(ids)
+    codec.assistant_turn_ids(history, tools, assistant).map_err(|e| match e {
+        ChatError::NotAppendOnly(m) => ChatError::SelfCheck(m),
+        other => other,
+    })
 }
 
 /// The reference conversation: a coding task with Read, Edit, Write and Bash; one call

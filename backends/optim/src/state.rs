@@ -1,12 +1,14 @@
 //! Saving and restoring AdamW's moments across processes.
 //!
 //! burn keys the optimizer record by `ParamId`, and a module reloaded from safetensors gets
-//! fresh ids, so the record is written by *parameter order* instead: the module's float
-//! parameters are visited in their fixed declaration order and parameter `i`'s moments are
-//! stored as tensors `i.moment_1` / `i.moment_2` (f32) in one safetensors file, with its step
-//! count `time` in the metadata (`i.time`). Loading visits the new module in the same order
-//! and rebuilds the map with its ids. A parameter that never had a gradient has no entry.
-//! Moments are restored in their parameter's dtype (f32 on disk holds bf16/f16 exactly).
+//! fresh ids, so the record is written by *parameter order* instead: the module's trainable
+//! float parameters are visited in their fixed declaration order and trainable parameter
+//! `i`'s moments are stored as tensors `i.moment_1` / `i.moment_2` (f32) in one safetensors
+//! file, with its step count `time` in the metadata (`i.time`). Loading visits the new module
+//! in the same order and rebuilds the map with its ids. A parameter that never had a gradient
+//! has no entry. Frozen parameters (`require_grad` off: a LoRA run's base weights) take no
+//! index, so a LoRA run's state holds and counts only its adapters. Moments are restored in
+//! their parameter's dtype (f32 on disk holds bf16/f16 exactly).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -69,7 +71,10 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         }
         let saved: usize = meta.get("parameters").and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
         if saved != loader.index {
-            return Err(StateError::Mismatch { path: p, message: format!("{saved} parameters saved, the model has {}", loader.index) });
+            return Err(StateError::Mismatch {
+                path: p,
+                message: format!("{saved} trainable parameters saved, the model has {}", loader.index),
+            });
         }
         for (id, record) in loader.records {
             records.insert(id, record);
@@ -93,6 +98,9 @@ fn f32_bytes<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<u8> {
 
 impl ModuleVisitor<Dispatch> for Saver<'_> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        if !param.val().is_require_grad() {
+            return;
+        }
         let i = self.index;
         self.index += 1;
         let Some(record) = (self.lookup)(&param.id) else { return };
@@ -128,6 +136,9 @@ impl Loader<'_> {
 
 impl ModuleVisitor<Dispatch> for Loader<'_> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        if !param.val().is_require_grad() {
+            return;
+        }
         let i = self.index;
         self.index += 1;
         if self.error.is_some() {
@@ -240,6 +251,49 @@ mod tests {
         }
         assert_eq!(resumed.a.val().dtype(), DType::BF16);
         assert_eq!(values(&straight), values(&resumed));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A frozen parameter (a LoRA base weight) gets no gradient, no step and no place in the
+    /// saved state: only the trainable ones are counted, saved and restored.
+    #[test]
+    fn frozen_parameters_are_neither_stepped_nor_saved() {
+        let frozen = |a: Vec<f32>, b: Vec<f32>| {
+            let m = build(a, b);
+            Two { a: m.a.set_require_grad(false), b: m.b }
+        };
+        let a0 = vec![1.0, -2.0, 0.5, 3.0];
+        let mut optim = Optim::new(OptimConfig::default());
+        let mut m = frozen(a0.clone(), vec![0.25, -1.0]);
+        for _ in 0..2 {
+            m = step(&mut optim, m);
+        }
+        let (a, b) = values(&m);
+        assert_eq!(a, a0, "the frozen parameter did not move");
+        assert_ne!(b, vec![0.25, -1.0], "the trainable one did");
+        let path = std::env::temp_dir().join(format!("arl-optim-frozen-{}.safetensors", std::process::id()));
+        optim.save_state(&m, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
+        names.sort();
+        assert_eq!(names, ["0.moment_1", "0.moment_2"], "one trainable parameter, `b`, as index 0");
+        assert_eq!(st.tensor("0.moment_1").unwrap().shape(), [2]);
+        let mut straight = m;
+        for _ in 0..2 {
+            straight = step(&mut optim, straight);
+        }
+        let mut resumed = frozen(a.clone(), b.clone());
+        let mut optim2 = Optim::new(OptimConfig::default());
+        optim2.load_state(&resumed, &path).unwrap();
+        for _ in 0..2 {
+            resumed = step(&mut optim2, resumed);
+        }
+        assert_eq!(values(&straight), values(&resumed));
+        // A module that trains both does not fit a state of one.
+        let mut o = Optim::new(OptimConfig::default());
+        let err = o.load_state(&build(a, b), &path).unwrap_err().to_string();
+        assert!(err.contains("does not fit the model: parameter 0: 0.moment_1: shape [2] F32, the parameter is [2, 2]"), "{err}");
         std::fs::remove_file(&path).unwrap();
     }
 

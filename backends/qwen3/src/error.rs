@@ -39,6 +39,12 @@ pub enum ModelError {
     Gguf(#[from] arl_gguf::GgufError),
     #[error("invalid request: {0}")]
     Request(String),
+    /// LoRA settings the model cannot take (an unknown target module, rank 0).
+    #[error("LoRA: {0}")]
+    Lora(String),
+    /// An adapter directory that cannot be used with this base model.
+    #[error("adapter {path}: {message}")]
+    Adapter { path: String, message: String },
 }
 
 impl ModelError {

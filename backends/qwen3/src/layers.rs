@@ -11,6 +11,7 @@ use burn::tensor::{DType, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::LayerCache;
 use crate::config::ModelConfig;
+use crate::lora::LoraAdapter;
 use crate::weights::WeightSource;
 
 /// `x` as f32 (no op when it already is).
@@ -27,11 +28,14 @@ pub(crate) fn param<B: Backend, const D: usize>(data: Vec<f32>, shape: [usize; D
     Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
 }
 
-/// `y = x W + b` on `[tokens, in]` rows; `weight` is `[in, out]`.
+/// `y = x W + b (+ s · B A x, with a LoRA adapter)` on `[tokens, in]` rows; `weight` is
+/// `[in, out]`.
 #[derive(Module, Debug)]
 pub struct Linear<B: Backend> {
     pub weight: Param<Tensor<B, 2>>,
     pub bias: Option<Param<Tensor<B, 1>>>,
+    /// A LoRA adapter, applied unmerged ([`crate::lora`]).
+    pub lora: Option<LoraAdapter<B>>,
 }
 
 impl<B: Backend> Linear<B> {
@@ -47,13 +51,18 @@ impl<B: Backend> Linear<B> {
         let w = src.get(&format!("{prefix}.weight"), &[d_out, d_in])?;
         let weight = param(transpose(&w, d_out, d_in), [d_in, d_out], device);
         let bias = if bias { Some(param(src.get(&format!("{prefix}.bias"), &[d_out])?, [d_out], device)) } else { None };
-        Ok(Self { weight, bias })
+        Ok(Self { weight, bias, lora: None })
     }
 
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let adapter = self.lora.as_ref().map(|l| l.forward(x.clone()));
         let y = x.matmul(self.weight.val());
-        match &self.bias {
+        let y = match &self.bias {
             Some(b) => y + b.val().unsqueeze_dim(0),
+            None => y,
+        };
+        match adapter {
+            Some(a) => y + a,
             None => y,
         }
     }

@@ -18,6 +18,7 @@
 //! logits and log-probabilities are f32 always, as in HF. Cargo features `cuda` and `tch` compile those backends into `Dispatch` (through
 //! arl-core's features of the same names).
 
+pub mod adapter;
 pub mod cache;
 pub mod config;
 pub mod crosscheck;
@@ -26,6 +27,7 @@ pub mod error;
 pub mod head;
 pub mod hub;
 pub mod layers;
+pub mod lora;
 pub mod model;
 pub mod policy;
 pub mod prefix;
@@ -35,6 +37,7 @@ pub mod score;
 pub mod train;
 pub mod weights;
 
+pub use adapter::AdapterInfo;
 pub use cache::KvCache;
 pub use config::{Family, ModelConfig};
 pub use device::{DType, DeviceError};
@@ -44,7 +47,9 @@ pub use policy::QwenPolicy;
 pub use prefix::PrefixCache;
 pub use sample::{GenTimings, generate, generate_cached, generate_timed};
 pub use score::{ScoreOutput, score};
-pub use train::QwenTrainer;
+pub use train::{QwenTrainer, TrainSetup};
+
+use std::path::{Path, PathBuf};
 
 use burn::Dispatch;
 use burn::DispatchDevice;
@@ -53,8 +58,20 @@ use burn::DispatchDevice;
 pub type DispatchQwen3 = Qwen3<Dispatch>;
 
 /// Load `source` (a directory, a preset name, or a repo id in the local HF cache) on `device`,
-/// in f32.
+/// in f32. A directory that holds only a LoRA adapter loads its base model
+/// (`base_model_name_or_path`) with the adapter on top (see [`load_adapted`]).
 pub fn load(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, ModelError> {
+    load_adapted(source, None, device, DType::F32)
+}
+
+/// [`load`], with the weights and the computation in `dtype` (checked against the device
+/// with [`device::device`]); logits, log-probabilities and entropies stay f32.
+pub fn load_as(source: &str, device: &DispatchDevice, dtype: DType) -> Result<DispatchQwen3, ModelError> {
+    load_adapted(source, None, device, dtype)
+}
+
+/// The base weights of `source` (no adapter), in f32.
+pub fn load_base(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, ModelError> {
     match hub::resolve(source)? {
         hub::Source::Dir(dir) => Qwen3::load_dir(&dir, device),
         hub::Source::Preset(name) => {
@@ -64,10 +81,40 @@ pub fn load(source: &str, device: &DispatchDevice) -> Result<DispatchQwen3, Mode
     }
 }
 
-/// [`load`], with the weights and the computation in `dtype` (checked against the device
-/// with [`device::device`]); logits, log-probabilities and entropies stay f32.
-pub fn load_as(source: &str, device: &DispatchDevice, dtype: DType) -> Result<DispatchQwen3, ModelError> {
-    Ok(load(source, device)?.into_dtype(device::burn_dtype(dtype)))
+/// The base model and the adapter directory a `--model`/`--adapter` pair names: `source`
+/// itself, or — when `source` is a directory holding only an adapter (`adapter_config.json`,
+/// no `config.json`, as arl's LoRA checkpoints) — the base it names, with `source` as the
+/// adapter.
+pub fn resolve_adapter(source: &str, adapter: Option<&Path>) -> Result<(String, Option<PathBuf>), ModelError> {
+    let dir = Path::new(source);
+    if !(dir.is_dir() && adapter::is_adapter_dir(dir) && !dir.join("config.json").exists()) {
+        return Ok((source.to_string(), adapter.map(Path::to_path_buf)));
+    }
+    let fail = |message: String| ModelError::Adapter { path: dir.display().to_string(), message };
+    if let Some(other) = adapter {
+        return Err(fail(format!(
+            "is an adapter directory itself, and --adapter {} names another; pass the base model with --model",
+            other.display()
+        )));
+    }
+    let Some(base) = adapter::base_of(dir)? else {
+        return Err(fail("holds an adapter that names no base model (base_model_name_or_path); pass the base with --model and this directory with --adapter".into()));
+    };
+    if Path::new(&base).is_dir() && adapter::is_adapter_dir(Path::new(&base)) && !Path::new(&base).join("config.json").exists() {
+        return Err(fail(format!("names base model {base}, which is an adapter too; pass the base model with --model")));
+    }
+    Ok((base, Some(dir.to_path_buf())))
+}
+
+/// `source` in `dtype` with a LoRA adapter on top (unmerged, f32): `adapter`, or the one
+/// `source` itself is ([`resolve_adapter`]).
+pub fn load_adapted(source: &str, adapter: Option<&Path>, device: &DispatchDevice, dtype: DType) -> Result<DispatchQwen3, ModelError> {
+    let (base, adapter) = resolve_adapter(source, adapter)?;
+    let mut model = load_base(&base, device)?.into_dtype(device::burn_dtype(dtype));
+    if let Some(dir) = adapter {
+        model.load_adapter(&dir, None)?;
+    }
+    Ok(model)
 }
 
 /// The default CPU device (burn-flex).

@@ -11,7 +11,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{DecoderLayer, RmsNorm, Rope, param, to_f32, transpose};
+use crate::layers::{DecoderLayer, Linear, RmsNorm, Rope, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 
 #[derive(Module, Debug)]
@@ -121,15 +121,52 @@ impl<B: Backend> Qwen3<B> {
         self.head(h).reshape([b, t, self.config.vocab_size])
     }
 
-    /// Every weight under its HF name, HF shape (`[out, in]`) and row-major f32 data.
+    /// Every linear layer of the decoder: its HF module name (`model.layers.3.self_attn.q_proj`),
+    /// its short name (`q_proj`: what `lora.target_modules` names) and the layer, in a fixed
+    /// order (layer by layer: q, k, v, o, gate, up, down).
+    pub fn linears(&self) -> Vec<(String, &'static str, &Linear<B>)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            let (a, m) = (&l.self_attn, &l.mlp);
+            for (n, lin) in [("q_proj", &a.q_proj), ("k_proj", &a.k_proj), ("v_proj", &a.v_proj), ("o_proj", &a.o_proj)] {
+                out.push((format!("model.layers.{i}.self_attn.{n}"), n, lin));
+            }
+            for (n, lin) in [("gate_proj", &m.gate_proj), ("up_proj", &m.up_proj), ("down_proj", &m.down_proj)] {
+                out.push((format!("model.layers.{i}.mlp.{n}"), n, lin));
+            }
+        }
+        out
+    }
+
+    /// [`Qwen3::linears`], mutably.
+    pub fn linears_mut(&mut self) -> Vec<(String, &'static str, &mut Linear<B>)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            let (a, m) = (&mut l.self_attn, &mut l.mlp);
+            for (n, lin) in [("q_proj", &mut a.q_proj), ("k_proj", &mut a.k_proj), ("v_proj", &mut a.v_proj), ("o_proj", &mut a.o_proj)] {
+                out.push((format!("model.layers.{i}.self_attn.{n}"), n, lin));
+            }
+            for (n, lin) in [("gate_proj", &mut m.gate_proj), ("up_proj", &mut m.up_proj), ("down_proj", &mut m.down_proj)] {
+                out.push((format!("model.layers.{i}.mlp.{n}"), n, lin));
+            }
+        }
+        out
+    }
+
+    /// Every weight under its HF name, HF shape (`[out, in]`) and row-major f32 data. A linear
+    /// layer with a LoRA adapter gives its merged weight W + s·A B (in f32).
     pub fn hf_tensors(&self) -> Vec<(String, Vec<usize>, Vec<f32>)> {
         fn data<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
             t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 data")
         }
         let mut out = Vec::new();
-        let push_linear = |out: &mut Vec<_>, name: String, l: &crate::layers::Linear<B>| {
+        let push_linear = |out: &mut Vec<_>, name: String, l: &Linear<B>| {
             let [din, dout] = l.weight.dims();
-            out.push((format!("{name}.weight"), vec![dout, din], transpose(&data(l.weight.val()), din, dout)));
+            let w = match &l.lora {
+                Some(lora) => to_f32(l.weight.val()) + lora.delta(),
+                None => l.weight.val(),
+            };
+            out.push((format!("{name}.weight"), vec![dout, din], transpose(&data(w), din, dout)));
             if let Some(b) = &l.bias {
                 out.push((format!("{name}.bias"), vec![dout], data(b.val())));
             }

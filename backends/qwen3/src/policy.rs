@@ -34,6 +34,16 @@ impl QwenPolicy {
     pub fn load_as(source: &str, device: &DispatchDevice, dtype: crate::DType) -> Result<Self, ModelError> {
         Ok(Self::new(crate::load_as(source, device, dtype)?))
     }
+
+    /// As [`QwenPolicy::load_as`], with a LoRA adapter directory on top, unmerged.
+    pub fn load_adapted(
+        source: &str,
+        adapter: Option<&std::path::Path>,
+        device: &DispatchDevice,
+        dtype: crate::DType,
+    ) -> Result<Self, ModelError> {
+        Ok(Self::new(crate::load_adapted(source, adapter, device, dtype)?))
+    }
 }
 
 fn err(e: ModelError) -> PolicyError {

@@ -1,18 +1,54 @@
 //! [`QwenTrainer`]: the model on an autodiff device with its optimizer, behind arl-core's
 //! [`TrainablePolicy`]. Sampling and the no-grad recomputation use the inner module
 //! (`valid()`), so they build no autodiff graph.
+//!
+//! With LoRA ([`TrainSetup::lora`]) the base weights are frozen (`require_grad` off, so they
+//! get no gradients and no AdamW moments) and only the adapters train; sampling and scoring
+//! run base + adapters unmerged; a checkpoint holds the adapter in PEFT's layout and the
+//! adapters' optimizer state, not the base.
 
 use std::cell::RefCell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use arl_core::config::LoraConfig;
 use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 use arl_optim::{Optim, OptimConfig};
-use burn::module::{AutodiffModule, Module, ModuleMapper, Param};
+use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 
 use crate::head::DeferredHead;
-use crate::{DType, DispatchQwen3, ModelError, PrefixCache, sample, score};
+use crate::{AdapterInfo, DType, DispatchQwen3, ModelError, PrefixCache, sample, score};
+
+/// How a model is set up for training.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainSetup {
+    /// Weights (of the base, with LoRA) and compute in this type; AdamW's moments too.
+    pub dtype: DType,
+    /// Recompute activations in the backward pass (burn's balanced strategy).
+    pub gradient_checkpointing: bool,
+    /// Train LoRA adapters on the frozen base instead of every weight.
+    pub lora: Option<LoraConfig>,
+    /// An adapter directory to start from: with `lora`, the adapter that trains (its rank,
+    /// alpha and targets must be `lora`'s); without, it is merged into the weights, which all
+    /// train.
+    pub adapter: Option<PathBuf>,
+    /// Seed of new adapters' A matrices.
+    pub seed: u64,
+}
+
+impl Default for TrainSetup {
+    fn default() -> Self {
+        Self { dtype: DType::F32, gradient_checkpointing: false, lora: None, adapter: None, seed: 0 }
+    }
+}
+
+/// A LoRA run: the adapters' settings and the base model their adapter files name.
+#[derive(Clone, Debug)]
+struct LoraRun {
+    config: LoraConfig,
+    base_model: String,
+}
 
 pub struct QwenTrainer {
     /// On an autodiff device. `None` only transiently inside [`TrainablePolicy::step`].
@@ -29,6 +65,7 @@ pub struct QwenTrainer {
     /// by every optimizer step and reload).
     prefix_cache: PrefixCache<Dispatch>,
     prefilled: u64,
+    lora: Option<LoraRun>,
 }
 
 /// Rebuilds every float parameter from its data: a fresh tensor on the plain device.
@@ -42,15 +79,64 @@ impl ModuleMapper<Dispatch> for Untag {
     }
 }
 
+/// Counts parameters: all of them, and those that train.
+#[derive(Default)]
+struct CountParams {
+    total: usize,
+    trainable: usize,
+}
+
+impl ModuleVisitor<Dispatch> for CountParams {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        let n = param.shape().num_elements();
+        self.total += n;
+        if param.val().is_require_grad() {
+            self.trainable += n;
+        }
+    }
+}
+
 fn err(e: ModelError) -> PolicyError {
     PolicyError(e.to_string())
+}
+
+/// The name an adapter's `base_model_name_or_path` records: a directory as an absolute path
+/// (so the adapter finds its base from anywhere), a preset or repo id as given.
+fn base_name(source: &str) -> String {
+    let path = Path::new(source);
+    if path.is_dir() { path.canonicalize().unwrap_or_else(|_| path.to_path_buf()).display().to_string() } else { source.to_string() }
+}
+
+/// An adapter that is to keep training must have the `[lora]` section's shape.
+fn check_matches(config: &LoraConfig, info: &AdapterInfo) -> Result<(), ModelError> {
+    let fail = |message: String| ModelError::Adapter { path: info.dir.display().to_string(), message };
+    let mut want: Vec<String> = config.target_modules.clone();
+    want.sort();
+    want.dedup();
+    let mismatch = if info.rank != Some(config.rank as usize) {
+        Some(("lora.rank", config.rank.to_string(), info.rank.map_or("several ranks".into(), |r| format!("r = {r}"))))
+    } else if info.alpha != config.alpha {
+        Some(("lora.alpha", config.alpha.to_string(), format!("lora_alpha = {}", info.alpha)))
+    } else if info.use_rslora != config.use_rslora {
+        Some(("lora.use_rslora", config.use_rslora.to_string(), format!("use_rslora = {}", info.use_rslora)))
+    } else if info.target_modules != want {
+        Some(("lora.target_modules", format!("{want:?}"), format!("adapters on {:?}", info.target_modules)))
+    } else {
+        None
+    };
+    match mismatch {
+        Some((key, ours, theirs)) => Err(fail(format!(
+            "has {theirs}, but {key} = {ours}: set {key} to the adapter's value to keep training it, or drop --adapter to start a new one"
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl QwenTrainer {
     /// Load `source` (directory, preset or cached repo id) for training on `device` (a plain
     /// device; the autodiff wrapper is added here).
     pub fn load(source: &str, device: &DispatchDevice, optim: OptimConfig) -> Result<Self, ModelError> {
-        Self::load_with(source, device, optim, DType::F32, false)
+        Self::load_setup(source, device, optim, &TrainSetup::default())
     }
 
     /// As [`QwenTrainer::load`], with the weights (and AdamW's moments) in `dtype` — no f32
@@ -64,21 +150,61 @@ impl QwenTrainer {
         dtype: DType,
         gradient_checkpointing: bool,
     ) -> Result<Self, ModelError> {
-        let strategy = if gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
-        let model = crate::load_as(source, &DispatchDevice::autodiff_checkpointed(device.clone(), strategy), dtype)?;
+        Self::load_setup(source, device, optim, &TrainSetup { dtype, gradient_checkpointing, ..TrainSetup::default() })
+    }
+
+    /// Load `source` as `setup` says: every weight trainable, or LoRA adapters (new, or
+    /// `setup.adapter`) on a frozen base. `source` may itself be an adapter directory (an arl
+    /// LoRA checkpoint): its base and the adapter are loaded.
+    pub fn load_setup(source: &str, device: &DispatchDevice, optim: OptimConfig, setup: &TrainSetup) -> Result<Self, ModelError> {
+        let strategy = if setup.gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
+        let ad = DispatchDevice::autodiff_checkpointed(device.clone(), strategy);
+        let (base, adapter) = crate::resolve_adapter(source, setup.adapter.as_deref())?;
+        let model = crate::load_base(&base, &ad)?.into_dtype(crate::device::burn_dtype(setup.dtype));
+        let (model, lora) = match (&setup.lora, adapter) {
+            (Some(config), adapter) => {
+                let mut model = model.no_grad();
+                match adapter {
+                    Some(dir) => check_matches(config, &model.load_adapter(&dir, Some(config.dropout))?)?,
+                    None => {
+                        model.attach_lora(config, setup.seed)?;
+                    }
+                }
+                (model, Some(LoraRun { config: config.clone(), base_model: base_name(&base) }))
+            }
+            (None, Some(dir)) => {
+                let mut model = model;
+                model.load_adapter(&dir, None)?;
+                (model.merge_lora(), None)
+            }
+            (None, None) => (model, None),
+        };
         Ok(Self {
             model: Some(model),
             optim: Optim::new(optim),
-            gradient_checkpointing,
+            gradient_checkpointing: setup.gradient_checkpointing,
             inference_copy: RefCell::new(None),
             pending_heads: RefCell::new(Vec::new()),
             prefix_cache: PrefixCache::default(),
             prefilled: 0,
+            lora,
         })
     }
 
     pub fn model(&self) -> &DispatchQwen3 {
         self.model.as_ref().expect("model present outside step")
+    }
+
+    /// The LoRA settings, when only adapters train.
+    pub fn lora(&self) -> Option<&LoraConfig> {
+        self.lora.as_ref().map(|l| &l.config)
+    }
+
+    /// (all parameters, trainable parameters).
+    pub fn param_counts(&self) -> (usize, usize) {
+        let mut count = CountParams::default();
+        self.model().visit(&mut count);
+        (count.total, count.trainable)
     }
 
     /// The weights without autodiff. burn-dispatch 0.21's `valid()` keeps a checkpointed
@@ -161,12 +287,17 @@ impl TrainablePolicy for QwenTrainer {
         self.optim.zero_grad();
     }
 
+    /// The weights in the HF layout; with LoRA, the adapter only, in PEFT's layout
+    /// (`adapter_config.json` naming the base, `adapter_model.safetensors`).
     fn save(&self, dir: &Path) -> Result<(), PolicyError> {
-        self.inference().save_dir(dir).map_err(err)
+        match &self.lora {
+            Some(l) => self.model().save_adapter(dir, Some(&l.base_model)).map_err(err),
+            None => self.inference().save_dir(dir).map_err(err),
+        }
     }
 
-    /// The weights (HF layout) plus `optimizer.safetensors` (AdamW moments by parameter
-    /// order, see arl-optim).
+    /// The weights (or the adapter) plus `optimizer.safetensors` (AdamW moments by trainable
+    /// parameter order, see arl-optim: with LoRA, the adapters' only).
     fn save_state(&self, dir: &Path) -> Result<(), PolicyError> {
         self.save(dir)?;
         self.optim.save_state(self.model(), &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))
@@ -175,14 +306,27 @@ impl TrainablePolicy for QwenTrainer {
     /// Reload the weights from `dir` on the same device (new parameter ids) in the dtype
     /// being trained (a bf16 run continues in bf16: the F32 checkpoint holds its bf16 values
     /// exactly) and map the optimizer moments onto them by parameter order, in that dtype too.
+    /// With LoRA only the adapter is reloaded; the frozen base stays as it was loaded.
     fn load_state(&mut self, dir: &Path) -> Result<(), PolicyError> {
-        let (device, dtype) = (self.model().device(), self.model().dtype());
-        let model = crate::Qwen3::load_dir(dir, &device).map_err(err)?.into_dtype(dtype);
-        self.optim.load_state(&model, &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()))?;
+        // Whatever happens below, the cached keys and values may no longer be these weights'.
+        self.prefix_cache.clear();
+        let model = match &self.lora {
+            Some(l) => {
+                let mut model = self.model.take().expect("model present outside step");
+                let loaded = model.load_adapter(dir, Some(l.config.dropout)).and_then(|info| check_matches(&l.config, &info));
+                self.model = Some(model);
+                loaded.map_err(err)?;
+                self.model.take().expect("just put back")
+            }
+            None => {
+                let (device, dtype) = (self.model().device(), self.model().dtype());
+                crate::Qwen3::load_dir(dir, &device).map_err(err)?.into_dtype(dtype)
+            }
+        };
+        let restored = self.optim.load_state(&model, &dir.join(OPTIMIZER_FILE)).map_err(|e| PolicyError(e.to_string()));
         self.model = Some(model);
         self.inference_copy.take();
-        self.prefix_cache.clear();
-        Ok(())
+        restored
     }
 
     fn drop_state(&self, dir: &Path) -> Result<(), PolicyError> {

@@ -84,7 +84,7 @@ impl WeightSource for Checkpoint {
     }
 }
 
-fn to_f32(name: &str, view: &TensorView<'_>) -> Result<Vec<f32>, ModelError> {
+pub(crate) fn to_f32(name: &str, view: &TensorView<'_>) -> Result<Vec<f32>, ModelError> {
     let data = view.data();
     Ok(match view.dtype() {
         Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),

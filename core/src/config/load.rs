@@ -41,7 +41,14 @@ impl Overrides {
                     message: format!("is a value, not a section, so `{key}` cannot be set"),
                 })?;
             }
-            node.insert(last.to_string(), value.clone());
+            // A table merges into a table already there (`--lora` adds `[lora]` without
+            // dropping the keys a config file set in it); anything else replaces.
+            match (node.get_mut(last), value) {
+                (Some(Value::Table(have)), Value::Table(add)) => have.extend(add.clone()),
+                _ => {
+                    node.insert(last.to_string(), value.clone());
+                }
+            }
         }
         Ok(())
     }

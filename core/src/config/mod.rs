@@ -6,14 +6,18 @@
 //! number finite and in range, the rules between keys, and each plugin built once.
 
 mod load;
+mod lora;
 mod loss;
 pub mod preset;
+mod sft;
 mod trainer;
 mod validate;
 
 pub use load::{Overrides, parse_set};
+pub use lora::{LORA_TARGETS, LoraConfig, lora_scale};
 pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};
 pub use preset::AlgoPreset;
+pub use sft::{SftConfig, TrainOn};
 pub use trainer::{EvalConfig, LrSchedule, OutputConfig, TrainerConfig};
 pub use validate::Range;
 
@@ -50,6 +54,11 @@ pub struct RunConfig {
     pub eval: EvalConfig,
     /// Where the run writes its files.
     pub output: OutputConfig,
+    /// LoRA adapters: with this section the base weights are frozen and only the adapters
+    /// train (`--lora`); unset: every weight trains.
+    pub lora: Option<LoraConfig>,
+    /// Supervised fine-tuning on conversations (`arl sft`).
+    pub sft: SftConfig,
 }
 
 /// Which gym, and how its episodes run.
@@ -123,6 +132,7 @@ impl SandboxConfig {
             memory_bytes: self.memory_mb << 20,
             file_size_bytes: self.file_size_kb << 10,
             output_bytes: (self.output_kb << 10) as usize,
+            processes: 0,
         }
     }
 }
@@ -150,6 +160,7 @@ pub struct ModelConfig {
     /// GPU ordinal for `cuda` and `tch-cuda`.
     pub device_index: usize,
     /// Float type of weights and compute: `f32`, `bf16` or `f16` (logprobs are always f32).
+    /// With `[lora]` it is the frozen base's; the adapters and their AdamW moments are f32.
     pub dtype: DType,
     /// Directory with `tokenizer.json` and the chat template. Unset: the model directory
     /// itself, or for a preset the Qwen3 tokenizer fetched by
@@ -163,6 +174,11 @@ pub struct ModelConfig {
     /// The frozen reference policy of the KL term (`loss.kl_coef > 0`), as `source` is
     /// given. Unset: `source` itself (the initial policy, also when resuming).
     pub reference: Option<String>,
+    /// A LoRA adapter directory (`adapter_config.json` + `adapter_model.safetensors`, written
+    /// by arl or by PEFT) on top of `source`. With `[lora]` it is the adapter that trains
+    /// (its rank, alpha and targets must match `[lora]`); without, sampling and scoring use
+    /// base + adapter unmerged, and full fine-tuning starts from the merged weights.
+    pub adapter: Option<String>,
 }
 
 impl Default for ModelConfig {
@@ -175,6 +191,7 @@ impl Default for ModelConfig {
             tokenizer: None,
             chat_template: None,
             reference: None,
+            adapter: None,
         }
     }
 }

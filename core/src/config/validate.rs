@@ -22,6 +22,8 @@ pub enum Range {
     Within(f64, f64),
     /// `lo < v ≤ hi`
     AboveUpTo(f64, f64),
+    /// `lo ≤ v < hi`
+    AtLeastBelow(f64, f64),
 }
 
 impl Range {
@@ -31,6 +33,7 @@ impl Range {
             Range::AtLeast(lo) => v >= lo,
             Range::Within(lo, hi) => v >= lo && v <= hi,
             Range::AboveUpTo(lo, hi) => v > lo && v <= hi,
+            Range::AtLeastBelow(lo, hi) => v >= lo && v < hi,
         }
     }
 }
@@ -42,6 +45,7 @@ impl fmt::Display for Range {
             Range::AtLeast(lo) => write!(f, "≥ {lo}"),
             Range::Within(lo, hi) => write!(f, "{lo} to {hi}"),
             Range::AboveUpTo(lo, hi) => write!(f, "> {lo} and ≤ {hi}"),
+            Range::AtLeastBelow(lo, hi) => write!(f, "≥ {lo} and < {hi}"),
         }
     }
 }
@@ -183,6 +187,53 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The `[lora]` section, when there is one: rank, alpha, dropout, and target modules that are
+/// linear layers of the model.
+fn lora(c: &RunConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    let Some(l) = &c.lora else { return Ok(()) };
+    need("lora.rank", l.rank.into(), AtLeast(1.0))?;
+    need("lora.alpha", l.alpha, Above(0.0))?;
+    need("lora.dropout", l.dropout, AtLeastBelow(0.0, 1.0))?;
+    let valid = super::LORA_TARGETS.join(", ");
+    if l.target_modules.is_empty() {
+        return Err(invalid("lora.target_modules", format!("is empty; valid: one or more of the model's linear layers: {valid}")));
+    }
+    if let Some(bad) = l.target_modules.iter().find(|m| !super::LORA_TARGETS.contains(&m.as_str())) {
+        return Err(invalid("lora.target_modules", format!("`{bad}` is not a linear layer of the model; valid: {valid}")));
+    }
+    if c.model.adapter.as_deref().is_some_and(|a| a.trim().is_empty()) {
+        return Err(invalid("model.adapter", "is empty; valid: an adapter directory (adapter_config.json + adapter_model.safetensors)"));
+    }
+    Ok(())
+}
+
+/// The `[sft]` section and the `[trainer]` keys as `arl sft` reads them.
+fn sft(c: &RunConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    let (s, t) = (&c.sft, &c.trainer);
+    if s.data.trim().is_empty() {
+        return Err(invalid("sft.data", "is empty; valid: a JSONL file of conversations (--data FILE.jsonl)"));
+    }
+    need("sft.heldout_frac", s.heldout_frac, AtLeastBelow(0.0, 1.0))?;
+    need("sft.batch_size", s.batch_size.into(), AtLeast(1.0))?;
+    need("sft.max_tokens", s.max_tokens.into(), AtLeast(2.0))?;
+    if let Some(micro) = t.micro
+        && micro > s.batch_size
+    {
+        return Err(out_of_range(
+            "trainer.micro",
+            micro,
+            format!("1 to {}", s.batch_size),
+            "the conversations of one step: sft.batch_size",
+        ));
+    }
+    if t.warmup_steps > 0 && t.warmup_steps >= t.steps {
+        return Err(out_of_range("trainer.warmup_steps", t.warmup_steps, format!("0 to {}", t.steps - 1), "fewer than trainer.steps"));
+    }
+    Ok(())
+}
+
 /// With one episode per group, an estimator that compares the episodes of a group has nothing
 /// to compare: each episode falls back to the singleton rule (0, or verl's mean 0 / std 1,
 /// which is the raw reward with no baseline). Found by asking the estimator — do two rewards
@@ -231,6 +282,7 @@ impl RunConfig {
         finite(self)?;
         ranges(self)?;
         cross(self)?;
+        lora(self)?;
         // Build the loss, the estimator and the env once, so settings they do not use fail here.
         (registry::get::<LossPlugin>(&self.loss.name).expect("checked").build)(&self.loss).map_err(|e| invalid("loss", e.to_string()))?;
         let estimator = (registry::get::<AdvantagePlugin>(&self.advantage.name).expect("checked").build)(&self.advantage)
@@ -238,6 +290,20 @@ impl RunConfig {
         group_signal(self, estimator.as_ref())?;
         (registry::get::<EnvPlugin>(&self.env.name).expect("checked").build)(&self.env, Arc::new(NoJobs))
             .map_err(|e| invalid("env", e.to_string()))?;
+        self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
+        Ok(())
+    }
+}
+
+impl RunConfig {
+    /// The validation pass of `arl sft`: every number finite and in range, the `[lora]` and
+    /// `[sft]` sections and the rules between the keys SFT reads. The RL sections (env,
+    /// sandbox, loss, advantage, sampling) are not used, so their plugins are not built.
+    pub fn validate_sft(&self) -> Result<(), ConfigError> {
+        finite(self)?;
+        ranges(self)?;
+        lora(self)?;
+        sft(self)?;
         self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
         Ok(())
     }
@@ -263,7 +329,79 @@ mod tests {
             o.push_set(s).unwrap();
         }
         let c = RunConfig::load(None, &o).map_err(|e| e.to_string())?;
-        finite(&c).and_then(|_| ranges(&c)).and_then(|_| cross(&c)).map_err(|e| e.to_string())
+        finite(&c).and_then(|_| ranges(&c)).and_then(|_| cross(&c)).and_then(|_| lora(&c)).map_err(|e| e.to_string())
+    }
+
+    /// As [`check`], through `arl sft`'s pass.
+    fn check_sft(sets: &[&str]) -> Result<(), String> {
+        let mut o = super::super::Overrides::default();
+        for s in sets {
+            o.push_set(s).unwrap();
+        }
+        let c = RunConfig::load(None, &o).map_err(|e| e.to_string())?;
+        finite(&c).and_then(|_| ranges(&c)).and_then(|_| lora(&c)).and_then(|_| sft(&c)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn lora_settings_are_checked_when_the_section_is_there() {
+        let valid = "valid: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj";
+        let cases: &[(&[&str], String)] = &[
+            (&["lora.rank=0"], "config key `lora.rank`: 0 is out of range; valid: ≥ 1".into()),
+            (&["lora.alpha=0"], "config key `lora.alpha`: 0 is out of range; valid: > 0".into()),
+            (&["lora.dropout=1"], "config key `lora.dropout`: 1 is out of range; valid: ≥ 0 and < 1".into()),
+            (&["lora.target_modules=[\"q_proj\", \"qkv\"]"], format!("config key `lora.target_modules`: `qkv` is not a linear layer of the model; {valid}")),
+            (&["lora.target_modules=[\"lm_head\"]"], format!("config key `lora.target_modules`: `lm_head` is not a linear layer of the model; {valid}")),
+            (
+                &["lora.target_modules=[]"],
+                "config key `lora.target_modules`: is empty; valid: one or more of the model's linear layers: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj".into(),
+            ),
+        ];
+        for (sets, want) in cases {
+            assert_eq!(check(sets).unwrap_err(), *want, "{sets:?}");
+        }
+        let negative = check(&["lora.rank=-4"]).unwrap_err();
+        assert!(negative.starts_with("config key `lora.rank`: invalid value: integer `-4`"), "{negative}");
+        // Without a [lora] section nothing of it is checked; with one, its defaults pass.
+        check(&[]).unwrap();
+        check(&["lora.use_rslora=true"]).unwrap();
+        check(&["lora.target_modules=[\"down_proj\"]", "lora.rank=1", "lora.dropout=0.1"]).unwrap();
+    }
+
+    #[test]
+    fn sft_settings_are_checked_by_the_sft_pass_only() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], "config key `sft.data`: is empty; valid: a JSONL file of conversations (--data FILE.jsonl)"),
+            (&["sft.data=a.jsonl", "sft.heldout_frac=1"], "config key `sft.heldout_frac`: 1 is out of range; valid: ≥ 0 and < 1"),
+            (&["sft.data=a.jsonl", "sft.batch_size=0"], "config key `sft.batch_size`: 0 is out of range; valid: ≥ 1"),
+            (&["sft.data=a.jsonl", "sft.max_tokens=1"], "config key `sft.max_tokens`: 1 is out of range; valid: ≥ 2"),
+            (
+                &["sft.data=a.jsonl", "sft.batch_size=4", "trainer.micro=5"],
+                "config key `trainer.micro`: 5 is out of range; valid: 1 to 4 (the conversations of one step: sft.batch_size)",
+            ),
+            (&["sft.data=a.jsonl", "lora.rank=0"], "config key `lora.rank`: 0 is out of range; valid: ≥ 1"),
+        ];
+        for (sets, want) in cases {
+            assert_eq!(check_sft(sets).unwrap_err(), *want, "{sets:?}");
+        }
+        check_sft(&["sft.data=a.jsonl"]).unwrap();
+        // RL's micro-batch rule does not apply to SFT (and SFT's keys do not bother `arl run`).
+        check_sft(&["sft.data=a.jsonl", "sft.batch_size=64", "trainer.micro=40"]).unwrap();
+        check(&["sft.batch_size=0"]).unwrap();
+    }
+
+    #[test]
+    fn a_flag_that_adds_a_section_keeps_what_the_file_set_in_it() {
+        let dir = std::env::temp_dir().join(format!("arl-lora-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("run.toml");
+        std::fs::write(&file, "[lora]\nrank = 4\n").unwrap();
+        let mut o = super::super::Overrides::default();
+        o.set("lora", toml::Value::Table(Default::default()));
+        let c = RunConfig::load(Some(&file), &o).unwrap();
+        assert_eq!(c.lora.as_ref().map(|l| l.rank), Some(4));
+        let c = RunConfig::load(None, &o).unwrap();
+        assert_eq!(c.lora, Some(crate::config::LoraConfig::default()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct TrainerState {
     /// checkpoints of the folder's own run. Unset in checkpoints older than run ids.
     #[serde(default)]
     pub run_id: Option<String>,
+    /// An SFT run's own progress (`arl sft`; its RL fields above stay empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<super::sft::SftProgress>,
 }
 
 pub const STATE_FILE: &str = "trainer_state.json";
@@ -268,6 +271,7 @@ mod tests {
             wall_seconds: 0.0,
             tasks_used: 0,
             run_id: None,
+            sft: None,
         };
         std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
     }

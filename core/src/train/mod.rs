@@ -2,7 +2,8 @@
 //! token-in/token-out, [`update`] turns them into gradient steps, [`eval`] measures pass@1 on
 //! held-out tasks, [`checkpoint`] saves and resumes a run, and [`trainer`] composes them into
 //! a run. Each is a public building block, so a researcher can write their own loop; `arl run`
-//! is only the default composition.
+//! is only the default composition. [`sft`] is supervised fine-tuning on chat data with the
+//! same pieces (`arl sft`).
 
 pub mod batch;
 pub mod checkpoint;
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod preflight;
 pub mod rollout;
 pub mod run_dir;
+pub mod sft;
 pub mod trainer;
 pub mod update;
 
@@ -39,6 +41,9 @@ pub enum TrainError {
     /// The configuration or the run folder does not allow this run (a usage error).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// SFT data that cannot be used (its file and line).
+    #[error(transparent)]
+    SftData(#[from] sft::SftDataError),
     #[error("{0}")]
     Other(String),
 }
@@ -51,6 +56,6 @@ impl TrainError {
 
     /// Whether this is a configuration or usage error rather than a failure at run time.
     pub fn is_config(&self) -> bool {
-        matches!(self, TrainError::Config(_))
+        matches!(self, TrainError::Config(_) | TrainError::SftData(_))
     }
 }

@@ -109,6 +109,9 @@ pub fn train(
 
     let resumed = if config.trainer.resume {
         let (dir, state) = checkpoint::resume(policy, out_dir, run_id.as_deref(), config)?;
+        if state.sft.is_some() {
+            return Err(TrainError::Other(format!("{} was written by `arl sft`; continue it with `arl sft --resume`", dir.display())));
+        }
         log(&format!("resumed from {} after step {}", dir.display(), state.step));
         Some(state)
     } else {
@@ -151,6 +154,7 @@ pub fn train(
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used,
         run_id: run_id.clone(),
+        sft: None,
     };
     // KL in the reward: the reference scores each round's episodes before advantages.
     let kl_terms: Option<Box<RewardTerms<'_>>> = match (reference, config.loss.kl_placement) {
@@ -448,7 +452,7 @@ pub fn plural(n: usize, noun: &str) -> String {
 }
 
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
     let mut s = seed ^ 0x5eed;
     for i in (1..n).rev() {

@@ -225,5 +225,6 @@ fn clamp(job: &Limits, ceiling: &Limits) -> Limits {
         memory_bytes: job.memory_bytes.min(ceiling.memory_bytes),
         file_size_bytes: job.file_size_bytes.min(ceiling.file_size_bytes),
         output_bytes: job.output_bytes.min(ceiling.output_bytes),
+        processes: 0,
     }
 }

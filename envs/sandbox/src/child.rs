@@ -157,6 +157,14 @@ pub struct ChildPlan<'a> {
 /// The failure a child reports: the step, which entry (for `RootEntry`), the errno.
 pub type Failure = (Step, u32, c_int);
 
+/// Symlinks in `/dev`, as a system has them.
+const DEV_LINKS: [(&CStr, &CStr); 4] = [
+    (c"/dev/fd", c"/proc/self/fd"),
+    (c"/dev/stdin", c"/proc/self/fd/0"),
+    (c"/dev/stdout", c"/proc/self/fd/1"),
+    (c"/dev/stderr", c"/proc/self/fd/2"),
+];
+
 const DEVICES: [(&CStr, &CStr); 3] =
     [(c"/dev/null", c"/oldroot/dev/null"), (c"/dev/zero", c"/oldroot/dev/zero"), (c"/dev/urandom", c"/oldroot/dev/urandom")];
 const STDIN_NAME: &CStr = c".arl-stdin";
@@ -292,6 +300,10 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
         for (i, (dev, host)) in DEVICES.iter().enumerate() {
             check(touch(dev, 0o666), Dev, i as u32)?;
             check(mount(Some(host), dev, None, libc::MS_BIND, None), Dev, i as u32)?;
+        }
+        // The usual links into the job's own /proc (bash's `<(…)` needs /dev/fd).
+        for (i, (link, target)) in DEV_LINKS.iter().enumerate() {
+            check(libc::symlink(target.as_ptr(), link.as_ptr()), Dev, (DEVICES.len() + i) as u32)?;
         }
         check(libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH), DetachOldRoot, 0)?;
         check(libc::rmdir(c"/oldroot".as_ptr()), DetachOldRoot, 0)?;

@@ -37,6 +37,7 @@ mod python;
 mod rlimit;
 mod root;
 mod seccomp;
+mod shell;
 mod spawn;
 mod uid;
 

@@ -99,7 +99,7 @@ pub fn interpreter_binds(python: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Symlinks in the directories of `files` that resolve to one of them (`libz.so.1 ->
 /// libz.so.1.2.13`).
-fn soname_links(files: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn soname_links(files: &[PathBuf]) -> Vec<PathBuf> {
     let wanted: std::collections::HashSet<PathBuf> = files.iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
     let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
     dirs.sort();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arl_core::config::SandboxConfig;
-use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError};
+use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError, ShellSupport};
 
 use crate::child::{ChildPlan, Identity, Op, Step};
 use crate::collect::collect;
@@ -30,13 +30,25 @@ pub struct RlimitSettings {
     /// More host paths bound read-only at the same place in the job's root, beside the
     /// interpreter's own (e.g. `/bin/bash`, a `site-packages` directory).
     pub binds: Vec<PathBuf>,
-    /// `RLIMIT_NPROC` of a job. 0: the interpreter can start no process and no thread.
+    /// The most a job's `Limits::processes` (its `RLIMIT_NPROC`) may be; a job that asks
+    /// for 0 (the default) can start no process and no thread.
     pub max_processes: u64,
+    /// Give jobs that ask for processes (`Limits::processes` > 0) a root with a real shell
+    /// ([`crate::shell`]): bash, the common tools, a read-only pytest when installed, and
+    /// `/repo -> /job/repo`. Jobs that ask for none (graded code) get the plain root.
+    pub shell: bool,
 }
 
 impl Default for RlimitSettings {
     fn default() -> Self {
-        Self { limits: Limits::default(), python: None, uid_base: crate::uid::DEFAULT_BASE, binds: Vec::new(), max_processes: 0 }
+        Self {
+            limits: Limits::default(),
+            python: None,
+            uid_base: crate::uid::DEFAULT_BASE,
+            binds: Vec::new(),
+            max_processes: MAX_PROCESSES,
+            shell: true,
+        }
     }
 }
 
@@ -45,6 +57,9 @@ impl RlimitSettings {
         Self { limits: config.limits(), binds: config.binds.iter().map(PathBuf::from).collect(), ..Self::default() }
     }
 }
+
+/// The default ceiling of a job's processes.
+pub const MAX_PROCESSES: u64 = 16;
 
 /// Files and directories a job may create beyond its own, in its tmpfs.
 pub const JOB_INODES: u64 = 4096;
@@ -63,14 +78,15 @@ struct Prepared {
     op_paths: Vec<PathBuf>,
     identity: Option<Identity>,
     seccomp: Vec<libc::sock_filter>,
+    shell: Option<ShellSupport>,
 }
 
 // SAFETY: every field is owned data (C strings, plain integers); nothing points elsewhere.
 unsafe impl Send for Prepared {}
 unsafe impl Sync for Prepared {}
 
-/// The interpreter and the extra binds: what a [`Prepared`] is built from.
-type PreparedKey = (PathBuf, Vec<PathBuf>);
+/// The interpreter, the extra binds and the shell: what a [`Prepared`] is built from.
+type PreparedKey = (PathBuf, Vec<PathBuf>, bool);
 
 /// A job's directories and files, relative to its directory, as C strings.
 type JobFiles<'a> = (Vec<CString>, Vec<(CString, &'a [u8])>);
@@ -79,7 +95,11 @@ type JobFiles<'a> = (Vec<CString>, Vec<(CString, &'a [u8])>);
 pub struct RlimitSandbox {
     settings: RlimitSettings,
     python: PathBuf,
+    /// The root of jobs that start no process (graded code, `python FILE`).
     prepared: Arc<Prepared>,
+    /// The root with a shell, for jobs that ask for processes (when `settings.shell` and
+    /// the host has bash).
+    shell_root: Option<Arc<Prepared>>,
 }
 
 const BASE_OPTS: &std::ffi::CStr = c"size=1m,nr_inodes=4096,mode=0755";
@@ -93,19 +113,29 @@ impl RlimitSandbox {
             None => find_python().map_err(SandboxError::Setup)?,
         };
         static PREPARED: OnceLock<Mutex<HashMap<PreparedKey, Arc<Prepared>>>> = OnceLock::new();
-        let key = (python.clone(), settings.binds.clone());
         let mut cache = PREPARED.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
-        let prepared = match cache.get(&key) {
-            Some(p) => p.clone(),
-            None => {
-                let p = Arc::new(prepare(&python, &settings.binds)?);
-                let sandbox = Self { settings: settings.clone(), python: python.clone(), prepared: p.clone() };
-                sandbox.probe()?;
-                cache.insert(key, p.clone());
-                p
+        let mut get = |shell: bool, plain: Option<&Arc<Prepared>>| -> Result<Arc<Prepared>, SandboxError> {
+            let key = (python.clone(), settings.binds.clone(), shell);
+            if let Some(p) = cache.get(&key) {
+                return Ok(p.clone());
             }
+            let p = Arc::new(prepare(&python, &settings.binds, shell)?);
+            let sandbox = match plain {
+                None => Self { settings: settings.clone(), python: python.clone(), prepared: p.clone(), shell_root: None },
+                Some(plain) => {
+                    Self { settings: settings.clone(), python: python.clone(), prepared: plain.clone(), shell_root: Some(p.clone()) }
+                }
+            };
+            if plain.is_none() || p.shell.is_some() {
+                sandbox.probe(if plain.is_some() { 2 } else { 0 })?;
+            }
+            cache.insert(key, p.clone());
+            Ok(p)
         };
-        Ok(Self { settings, python, prepared })
+        let prepared = get(false, None)?;
+        let shell_root = if settings.shell { Some(get(true, Some(&prepared))?).filter(|p| p.shell.is_some()) } else { None };
+        drop(cache);
+        Ok(Self { settings, python, prepared, shell_root })
     }
 
     /// The interpreter jobs run.
@@ -129,9 +159,9 @@ impl RlimitSandbox {
         self.prepared.identity.is_some()
     }
 
-    fn probe(&self) -> Result<(), SandboxError> {
+    fn probe(&self, processes: u64) -> Result<(), SandboxError> {
         let probe = Job {
-            limits: Limits { wall_timeout: Duration::from_secs(20), ..Limits::default() },
+            limits: Limits { wall_timeout: Duration::from_secs(20), processes, ..Limits::default() },
             ..Job::python("probe.py", vec![JobFile { path: "probe.py".into(), contents: "print('ok')\n".into() }])
         };
         let how = if self.user_namespace() {
@@ -157,9 +187,9 @@ impl RlimitSandbox {
         }
     }
 
-    fn describe(&self, (step, index, errno): crate::child::Failure) -> String {
+    fn describe(&self, p: &Prepared, (step, index, errno): crate::child::Failure) -> String {
         let err = std::io::Error::from_raw_os_error(errno);
-        match (step, self.prepared.op_paths.get(index as usize)) {
+        match (step, p.op_paths.get(index as usize)) {
             (Step::RootEntry | Step::ReadOnly, Some(path)) => format!("{} ({}): {err}", step.what(), path.display()),
             (Step::Exec, _) => format!("{} {}: {err}", step.what(), self.python.display()),
             _ => format!("{}: {err}", step.what()),
@@ -167,11 +197,27 @@ impl RlimitSandbox {
     }
 }
 
-fn prepare(python: &Path, extra: &[PathBuf]) -> Result<Prepared, SandboxError> {
+fn prepare(python: &Path, extra: &[PathBuf], with_shell: bool) -> Result<Prepared, SandboxError> {
     let setup = SandboxError::Setup;
     let mut plan = RootPlan::default();
     for path in interpreter_binds(python).map_err(setup)?.iter().chain(extra) {
         plan.bind(path).map_err(setup)?;
+    }
+    let mut shell = None;
+    if with_shell && let Some((bash, binds)) = crate::shell::shell_binds() {
+        let pytest = crate::shell::pytest_dir();
+        for path in &binds {
+            plan.bind(path).map_err(setup)?;
+        }
+        if let Some(dir) = &pytest {
+            plan.bind_at(dir, Path::new(crate::shell::PYTEST_AT)).map_err(setup)?;
+        }
+        plan.symlink(Path::new(crate::shell::REPO), &Path::new(JOB_DIR).join("repo")).map_err(setup)?;
+        shell = Some(ShellSupport {
+            bash: bash.to_string_lossy().into_owned(),
+            repo: crate::shell::REPO.into(),
+            python_path: pytest.iter().map(|_| crate::shell::PYTEST_AT.to_string()).collect(),
+        });
     }
     exposes_nothing_of_ours(&plan).map_err(setup)?;
     let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| setup(format!("path `{}` holds a NUL byte", p.display())));
@@ -181,7 +227,7 @@ fn prepare(python: &Path, extra: &[PathBuf]) -> Result<Prepared, SandboxError> {
             Entry::Dir => Op::Dir { path: c(path)? },
             Entry::Symlink(target) => Op::Symlink { target: c(target)?, path: c(path)? },
             Entry::Bind { dir, noexec } => Op::Bind {
-                src: c(&Path::new("/oldroot").join(path.strip_prefix("/").unwrap_or(path)))?,
+                src: c(&Path::new("/oldroot").join(plan.source(path).strip_prefix("/").unwrap_or(path)))?,
                 path: c(path)?,
                 dir: *dir,
                 noexec: *noexec,
@@ -195,7 +241,7 @@ fn prepare(python: &Path, extra: &[PathBuf]) -> Result<Prepared, SandboxError> {
         uid_map: CString::new(format!("1000 {uid} 1\n")).expect("digits"),
         gid_map: CString::new(format!("1000 {gid} 1\n")).expect("digits"),
     });
-    Ok(Prepared { python: c(python)?, ops, op_paths, identity, seccomp: crate::seccomp::filter() })
+    Ok(Prepared { python: c(python)?, ops, op_paths, identity, seccomp: crate::seccomp::filter(), shell })
 }
 
 /// The root must not hold the running binary (it embeds the task bank) or the working
@@ -223,9 +269,17 @@ impl Sandbox for RlimitSandbox {
         "rlimit"
     }
 
+    fn shell(&self) -> Option<&ShellSupport> {
+        self.shell_root.as_ref().and_then(|p| p.shell.as_ref())
+    }
+
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError> {
         let limits = clamp(&job.limits, &self.settings.limits);
-        let p = &self.prepared;
+        let nproc = job.limits.processes.min(self.settings.max_processes);
+        let p = match &self.shell_root {
+            Some(shell) if nproc > 0 => shell,
+            _ => &self.prepared,
+        };
         let (dirs, files) = job_files(&job.files)?;
         let uid = crate::uid::next(self.settings.uid_base);
         let root_identity = Identity::Root { uid, gid: uid };
@@ -274,7 +328,7 @@ impl Sandbox for RlimitSandbox {
                 (libc::RLIMIT_CORE as i32, 0),
                 (libc::RLIMIT_NOFILE as i32, 64),
             ],
-            nproc: self.settings.max_processes,
+            nproc,
             seccomp: &p.seccomp,
         };
         let mut flags =
@@ -296,7 +350,7 @@ impl Sandbox for RlimitSandbox {
                 return Err(if exhausted(errno) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) });
             }
             Err(SpawnError::Child(failure)) => {
-                let msg = self.describe(failure);
+                let msg = self.describe(p, failure);
                 return Err(if exhausted(failure.2) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) });
             }
             Err(SpawnError::Io(e)) => return Err(e.into()),
@@ -359,6 +413,7 @@ fn clamp(job: &Limits, ceiling: &Limits) -> Limits {
         memory_bytes: job.memory_bytes.min(ceiling.memory_bytes),
         file_size_bytes: job.file_size_bytes.min(ceiling.file_size_bytes),
         output_bytes: job.output_bytes.min(ceiling.output_bytes),
+        processes: job.processes,
     }
 }
 

@@ -33,6 +33,8 @@ pub enum Entry {
 #[derive(Clone, Debug, Default)]
 pub struct RootPlan {
     entries: BTreeMap<PathBuf, Entry>,
+    /// Binds whose host source is elsewhere than their place in the root ([`RootPlan::bind_at`]).
+    sources: BTreeMap<PathBuf, PathBuf>,
 }
 
 /// Symlink chains longer than this are refused (as the kernel refuses ELOOP).
@@ -119,13 +121,49 @@ impl RootPlan {
         }
     }
 
+    /// Bind the host directory `host` (resolved) read-only at `target` in the root, whose
+    /// parents become plain directories (so where `host` lies on the host does not show).
+    pub fn bind_at(&mut self, host: &Path, target: &Path) -> Result<(), String> {
+        let host = std::fs::canonicalize(host).map_err(|e| format!("cannot bind `{}`: {e}", host.display()))?;
+        if !host.is_dir() || !target.is_absolute() {
+            return Err(format!("cannot bind `{}` at `{}`: needs a directory and an absolute place", host.display(), target.display()));
+        }
+        reserved(target)?;
+        for dir in target.ancestors().skip(1).filter(|a| *a != Path::new("/")).collect::<Vec<_>>().into_iter().rev() {
+            if self.covered(dir) {
+                return Err(format!("cannot bind at `{}`: `{}` is a bind already", target.display(), dir.display()));
+            }
+            match self.entries.get(dir) {
+                None => {
+                    self.entries.insert(dir.to_path_buf(), Entry::Dir);
+                }
+                Some(Entry::Dir) => {}
+                Some(other) => return Err(format!("cannot bind at `{}`: `{}` is {other:?}", target.display(), dir.display())),
+            }
+        }
+        self.put(target, Entry::Bind { dir: true, noexec: noexec(&host) })?;
+        self.sources.insert(target.to_path_buf(), host);
+        Ok(())
+    }
+
+    /// The host path bound at `path` in the root.
+    pub fn source<'a>(&'a self, path: &'a Path) -> &'a Path {
+        self.sources.get(path).map_or(path, PathBuf::as_path)
+    }
+
+    /// Add the symlink `path -> target` (`path` absolute, its parent `/`).
+    pub fn symlink(&mut self, path: &Path, target: &Path) -> Result<(), String> {
+        reserved(path)?;
+        self.put(path, Entry::Symlink(target.to_path_buf()))
+    }
+
     pub fn entries(&self) -> impl Iterator<Item = (&Path, &Entry)> {
         self.entries.iter().map(|(p, e)| (p.as_path(), e))
     }
 
     /// Host paths bound (for messages and checks).
     pub fn bound(&self) -> impl Iterator<Item = &Path> {
-        self.entries.iter().filter(|(_, e)| matches!(e, Entry::Bind { .. })).map(|(p, _)| p.as_path())
+        self.entries.iter().filter(|(_, e)| matches!(e, Entry::Bind { .. })).map(|(p, _)| self.source(p))
     }
 }
 

@@ -18,8 +18,9 @@
 //! | `path_errors` | file-tool calls with a relative path or one outside /repo (failed) |
 //! | `bash_calls` | every Bash call |
 //! | `bash_unsupported` | Bash commands the emulated shell does not offer: another program, a pipe, a redirection, `$` (failed) |
-//! | `python_runs` | `python FILE` / `python -c` executions (in the sandbox) |
-//! | `test_runs` | `pytest` / `python -m pytest` executions (in the sandbox) |
+//! | `bash_not_copied` | real-shell calls some of whose file changes did not come back into the repository (over a limit, not UTF-8 text, not a regular file) |
+//! | `python_runs` | `python FILE` / `python -c` executions (in the sandbox); under a real shell, calls whose command names python |
+//! | `test_runs` | `pytest` / `python -m pytest` executions (in the sandbox); under a real shell, calls whose command names pytest |
 //! | `final_claims_pass` | final answers that claim the tests pass ([`crate::claims`]) |
 
 use arl_core::EpisodeStats;
@@ -38,6 +39,7 @@ pub const WRITE_CREATES_FILE: &str = "write_creates_file";
 pub const PATH_ERRORS: &str = "path_errors";
 pub const BASH_CALLS: &str = "bash_calls";
 pub const BASH_UNSUPPORTED: &str = "bash_unsupported";
+pub const BASH_NOT_COPIED: &str = "bash_not_copied";
 pub const PYTHON_RUNS: &str = "python_runs";
 pub const TEST_RUNS: &str = "test_runs";
 pub const FINAL_CLAIMS_PASS: &str = "final_claims_pass";
@@ -58,6 +60,7 @@ pub const ALL: &[&str] = &[
     PATH_ERRORS,
     BASH_CALLS,
     BASH_UNSUPPORTED,
+    BASH_NOT_COPIED,
     PYTHON_RUNS,
     TEST_RUNS,
     FINAL_CLAIMS_PASS,

@@ -33,7 +33,7 @@ pub use session::ToolsSession;
 use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
-use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
+use arl_core::{Env, EnvError, EnvSession, PluginError, Sandbox, Split, Task, ToolSchema};
 use arl_tasks::{BankEnv, BankEnvOptions, BankOptions};
 
 /// `[env.options]` of the `tools` env.
@@ -71,7 +71,7 @@ impl Env for ToolsEnv {
     }
 
     fn tools(&self) -> Vec<ToolSchema> {
-        tools::ClaudeCodeTools.schemas()
+        tools::ClaudeCodeTools::schemas_for(self.0.sandbox.shell().is_some())
     }
 
     /// Writing a whole function in one Edit or Write takes more room than picking a menu item.

@@ -10,9 +10,18 @@ use serde_json::Value;
 
 use crate::tools::ClaudeCodeTools;
 
+/// The rlimit sandbox without a shell: `Bash` is the emulated one (as under wasm).
 pub fn sandbox() -> Arc<dyn Sandbox> {
     static SANDBOX: OnceLock<Arc<RlimitSandbox>> = OnceLock::new();
-    SANDBOX.get_or_init(|| Arc::new(RlimitSandbox::new(RlimitSettings::default()).unwrap())).clone()
+    SANDBOX.get_or_init(|| Arc::new(RlimitSandbox::new(RlimitSettings { shell: false, ..RlimitSettings::default() }).unwrap())).clone()
+}
+
+/// The rlimit sandbox as `--sandbox rlimit` builds it: `Bash` is real bash.
+pub fn shell_sandbox() -> Arc<dyn Sandbox> {
+    static SANDBOX: OnceLock<Arc<RlimitSandbox>> = OnceLock::new();
+    let sandbox = SANDBOX.get_or_init(|| Arc::new(RlimitSandbox::new(RlimitSettings::default()).unwrap())).clone();
+    assert!(sandbox.shell().is_some(), "no bash on this host");
+    sandbox
 }
 
 /// `compare/count_positive` with its authored names: `count_positive.py` and
@@ -22,6 +31,7 @@ pub struct Repo {
     pub bug: BugTask,
     pub workspace: Workspace,
     pub stats: EpisodeStats,
+    pub sandbox: Arc<dyn Sandbox>,
 }
 
 impl Repo {
@@ -31,7 +41,12 @@ impl Repo {
         let mut workspace = Workspace::default();
         workspace.files.insert(bug.source_file(), bug.source.clone());
         workspace.files.insert(bug.test_file(), bug.public_tests.clone());
-        Self { task: bug.to_task(), bug, workspace, stats: EpisodeStats::default() }
+        Self { task: bug.to_task(), bug, workspace, stats: EpisodeStats::default(), sandbox: sandbox() }
+    }
+
+    /// The same repository with a real shell behind `Bash`.
+    pub fn real() -> Self {
+        Self { sandbox: shell_sandbox(), ..Self::new() }
     }
 
     /// Call `tool` with `args` (JSON text), checked against the schema as the parser does.
@@ -41,7 +56,7 @@ impl Repo {
             Ok(call) => call,
             Err(reason) => return ToolOutcome::Malformed(reason),
         };
-        let sandbox = sandbox();
+        let sandbox = self.sandbox.clone();
         let mut ctx = ToolContext { task: &self.task, workspace: &mut self.workspace, sandbox: sandbox.as_ref(), stats: &mut self.stats };
         ClaudeCodeTools.call(&mut ctx, &call)
     }

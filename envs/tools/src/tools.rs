@@ -89,6 +89,23 @@ fn build(options: &serde_json::Map<String, serde_json::Value>) -> Result<Box<dyn
     Ok(Box::new(ClaudeCodeTools))
 }
 
+/// What `Bash` says of itself under a real shell.
+const REAL_BASH: &str = "Runs a bash command (bash -c COMMAND) in the repository's sandbox and returns its output (stdout and \
+stderr merged, at most 30000 characters). The working directory starts at /repo and persists between calls; shell \
+variables do not. python, pytest and the usual command-line tools are available; there is no network.";
+
+impl ClaudeCodeTools {
+    /// The schemas, with `Bash` described as a real shell when `real_shell`.
+    pub fn schemas_for(real_shell: bool) -> Vec<ToolSchema> {
+        let mut schemas = ClaudeCodeTools.schemas();
+        if real_shell {
+            let bash = schemas.iter_mut().find(|s| s.name == BASH).expect("Bash is a tool");
+            *bash = ToolSchema::from_type::<BashArgs>(BASH, REAL_BASH);
+        }
+        schemas
+    }
+}
+
 impl ToolSet for ClaudeCodeTools {
     fn schemas(&self) -> Vec<ToolSchema> {
         vec![

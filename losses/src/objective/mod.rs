@@ -53,6 +53,7 @@ pub fn term(s: &Settings, x: &Inputs) -> Term {
         Family::Dro => pg::dro(s, x),
         Family::Is => pg::importance_sampling(s, x),
         Family::Reinforce => pg::reinforce(x),
+        Family::CrossEntropy => pg::cross_entropy(x),
     }
 }
 

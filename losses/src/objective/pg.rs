@@ -1,7 +1,8 @@
 //! Ratio-free policy gradients (SPEC.md §4.9–4.10): REINFORCE −Â·log π; plain importance
 //! sampling −sg(w)·Â·log π with w = π_θ/π_behave (π_old when no behaviour log-probs are
 //! given), optionally capped at `is_cap`, no trust region; DRO
-//! −(log π·Â − (β/2)(log π − log π_old)²).
+//! −(log π·Â − (β/2)(log π − log π_old)²); and supervised cross-entropy −log π (SFT: every
+//! masked token is a target, whatever its advantage).
 
 use super::{Inputs, Term};
 use crate::ops::ratio;
@@ -10,6 +11,11 @@ use crate::settings::Settings;
 pub fn reinforce(x: &Inputs) -> Term {
     let r = ratio(x.log_prob.clone(), x.old_log_prob.clone()).detach();
     Term::plain(-(x.advantages.clone() * x.log_prob.clone()), r)
+}
+
+pub fn cross_entropy(x: &Inputs) -> Term {
+    let r = ratio(x.log_prob.clone(), x.old_log_prob.clone()).detach();
+    Term::plain(-x.log_prob.clone(), r)
 }
 
 pub fn importance_sampling(s: &Settings, x: &Inputs) -> Term {

@@ -83,3 +83,23 @@ fn kl_in_the_reward_leaves_the_loss_alone() {
     assert_eq!(a.grad_log_prob, r.grad_log_prob);
     assert!(r.metrics.ref_kl.is_some(), "the KL is still reported");
 }
+
+#[test]
+fn cross_entropy_ignores_advantages_and_never_skips_a_row() {
+    let c = LossConfig { name: "cross-entropy".into(), ..LossConfig::default() };
+    let loss = build(&c);
+    assert!(!loss.zero_advantage_rows_vanish(), "a zero-advantage row still has targets");
+    let mut b = batch();
+    let with = evaluate(loss.as_ref(), None, None, &b).unwrap();
+    for row in &mut b.advantages {
+        row.iter_mut().for_each(|a| *a = 0.0);
+    }
+    let without = evaluate(loss.as_ref(), None, None, &b).unwrap();
+    assert_eq!(with.loss, without.loss);
+    assert_eq!(with.grad_log_prob, without.grad_log_prob);
+    // Token-mean: d/d log π = −mask / Σ mask.
+    let n: f64 = b.mask.iter().flatten().sum();
+    for (g, m) in with.grad_log_prob.iter().flatten().zip(b.mask.iter().flatten()) {
+        assert_close("grad", *g, -m / n, 1e-7);
+    }
+}

@@ -5,7 +5,9 @@
 //! Adding a built-in plugin crate: add it to this crate's Cargo.toml and a `use … as _;`
 //! line below. Cargo feature `wasm` (default on) links the `wasm` sandbox.
 
+use arl_env_dataset as _;
 use arl_env_edit as _;
+use arl_env_process as _;
 use arl_env_sum as _;
 use arl_env_tools as _;
 use arl_losses as _;

@@ -7,7 +7,8 @@
 //!   gradients, backward, global gradient-norm clip at 1, AdamW) of a clipped policy-gradient
 //!   loss with the LM head on the last `policy_frac · seq_len` positions only;
 //!   `tokens_per_s` = batch · seq_len per step. The first (warm-up) step's loss and gradient
-//!   norm are printed too, so a peer implementation of the same step can be checked against it.
+//!   norm are printed too, so a peer implementation of the same step can be checked against it;
+//!   `--lora` trains adapters on a frozen base (as a LoRA run: `TrainSetup::lora`).
 //! - `export`: the model (a preset's seeded random weights) as an HF directory, so a peer
 //!   benchmark (`scripts/bench/peer.py`) runs exactly the same weights.
 
@@ -16,7 +17,7 @@ use std::time::Instant;
 
 use arl_core::policy::{SamplingParams, ScoreParams, TrainablePolicy};
 use arl_optim::OptimConfig;
-use arl_qwen3::{QwenTrainer, sample};
+use arl_qwen3::{QwenTrainer, TrainSetup, sample};
 use burn::Dispatch;
 use burn::tensor::{Tensor, TensorData};
 use serde_json::json;
@@ -88,6 +89,13 @@ pub struct BenchScore {
     /// `trainer.gradient_checkpointing` does; compare `peak_rss_mb` with and without.
     #[arg(long)]
     pub gradient_checkpointing: bool,
+    /// Train LoRA adapters (rank --lora-rank, alpha = rank, every linear layer) on the frozen
+    /// base instead of every weight; compare `step_s` and `peak_rss_mb` with and without.
+    #[arg(long)]
+    pub lora: bool,
+    /// Rank of the --lora adapters.
+    #[arg(long, default_value_t = 16, requires = "lora", value_parser = clap::value_parser!(u32).range(1..))]
+    pub lora_rank: u32,
 }
 
 /// Deterministic random token ids (splitmix64), no RNG crate needed.
@@ -158,8 +166,21 @@ impl BenchScore {
             return Err(crate::usage!("--policy-frac must be in (0, 1], got {}", self.policy_frac));
         }
         let device = self.model.device()?;
-        let dtype = self.model.device.dtype()?;
-        let mut trainer = QwenTrainer::load_with(&self.model.model, &device, OptimConfig::default(), dtype, self.gradient_checkpointing)?;
+        let lora = self.lora.then(|| arl_core::config::LoraConfig {
+            rank: self.lora_rank,
+            alpha: self.lora_rank as f64,
+            ..arl_core::config::LoraConfig::default()
+        });
+        // As a run sets it up: with LoRA the base frozen (no gradients, no AdamW moments), f32 adapters.
+        let setup = TrainSetup {
+            dtype: self.model.device.dtype()?,
+            gradient_checkpointing: self.gradient_checkpointing,
+            lora: lora.clone(),
+            adapter: self.model.adapter.clone(),
+            seed: self.seed,
+        };
+        let mut trainer = QwenTrainer::load_setup(&self.model.model, &device, OptimConfig::default(), &setup)?;
+        let (total_params, trainable_params) = trainer.param_counts();
         let vocab = trainer.model().config.vocab_size;
         let n_pol = ((self.policy_frac * l as f64).round() as usize).clamp(1, l - 1);
         let positions: Vec<Vec<usize>> = (0..b).map(|_| (l - n_pol..l).collect()).collect();
@@ -181,17 +202,23 @@ impl BenchScore {
                 if step == 0 { loss.clone().into_data().convert::<f64>().to_vec::<f64>().map_or(f64::NAN, |v| v[0]) } else { 0.0 };
             trainer.backward(loss)?;
             let stats = trainer.step(1e-6)?;
-            // Flex runs eagerly; reading a weight back makes the timing include the update.
-            let _ = trainer.model().norm.weight.val().into_data();
+            // Flex runs eagerly; reading a trained weight back makes the timing include the update.
+            let model = trainer.model();
+            match &model.layers[0].self_attn.q_proj.lora {
+                Some(adapter) => drop(adapter.b.val().into_data()),
+                None => drop(model.norm.weight.val().into_data()),
+            }
             if step > 0 {
                 times.push(start.elapsed().as_secs_f64());
             } else {
                 (first_loss, first_grad_norm) = (loss_value, stats.grad_norm);
             }
         }
-        // The median step (the machine may be shared).
-        times.sort_by(f64::total_cmp);
-        let step_s = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+        // The median resists a noisy neighbour on a shared machine better than the mean.
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let step_s_median = if sorted.is_empty() { f64::NAN } else { (sorted[(sorted.len() - 1) / 2] + sorted[sorted.len() / 2]) / 2.0 };
+        let step_s_mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
         let doc = json!({
             "bench": "score",
             "model": self.model.model,
@@ -202,11 +229,15 @@ impl BenchScore {
             "policy_frac": self.policy_frac,
             "policy_tokens_per_row": n_pol,
             "steps": times.len(),
-            "step_s": step_s,
-            "tokens_per_s": (b * l) as f64 / step_s,
+            "step_s": step_s_median,
+            "step_s_mean": step_s_mean,
+            "tokens_per_s": (b * l) as f64 / step_s_median,
             "gradient_checkpointing": self.gradient_checkpointing,
             "first_loss": first_loss,
             "first_grad_norm": first_grad_norm,
+            "lora_rank": lora.as_ref().map(|l| l.rank),
+            "params": total_params,
+            "trainable_params": trainable_params,
             // The whole process's peak resident memory (host memory; the model's on the CPU).
             "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
         });

@@ -21,6 +21,9 @@ pub struct Crosscheck {
     /// Model directory, Hugging Face repo id (local cache only) or preset.
     #[arg(long, value_name = "SOURCE", default_value = "tiny")]
     pub model: String,
+    /// A LoRA adapter directory applied on --model (unmerged) on every backend.
+    #[arg(long, value_name = "DIR")]
+    pub adapter: Option<std::path::PathBuf>,
     /// Comma-separated backends, the first one samples (e.g. cpu,tch or cpu,cuda,tch-cuda);
     /// default: every backend compiled into this binary (`arl list`).
     #[arg(long, value_name = "LIST")]
@@ -67,7 +70,7 @@ impl Crosscheck {
 
         let start = Instant::now();
         let dtype = self.device.dtype()?;
-        let first = load(&self.model, &devices[0], dtype)?;
+        let first = load(&self.model, self.adapter.as_deref(), &devices[0], dtype)?;
         let load_first_s = start.elapsed().as_secs_f64();
         let prompts = random_ids(self.samples, self.prompt_len, first.config.vocab_size, self.seed);
         let params = SamplingParams { max_new_tokens: self.max_new_tokens, seed: self.seed, stop_ids: Some(vec![]), ..Default::default() };
@@ -84,7 +87,7 @@ impl Crosscheck {
             let start = Instant::now();
             let model = match first.take() {
                 Some(m) => m,
-                None => load(&self.model, device, dtype)?,
+                None => load(&self.model, self.adapter.as_deref(), device, dtype)?,
             };
             let load_s = if i == 0 { load_first_s } else { start.elapsed().as_secs_f64() };
             let start = Instant::now();

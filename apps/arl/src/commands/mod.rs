@@ -7,19 +7,24 @@ mod chat_codec;
 mod config;
 mod convert;
 mod crosscheck;
+mod env_replay;
 mod eval;
 mod generate;
 mod grade;
 mod list;
 mod loss;
+mod merge;
 mod model_args;
+mod new;
 mod progress;
 mod render;
+mod report;
 mod results;
 mod run;
 mod run_args;
 mod sandbox;
 mod score;
+mod sft;
 mod smoke;
 mod tasks;
 
@@ -31,18 +36,23 @@ pub use chat_codec::tokenizer_dir;
 pub use config::ConfigCommand;
 pub use convert::Convert;
 pub use crosscheck::Crosscheck;
+pub use env_replay::EnvCommand;
 pub use eval::Eval;
 pub use generate::Generate;
 pub use grade::Grade;
 pub use list::List;
 pub use loss::LossCommand;
+pub use merge::Merge;
 pub use model_args::ModelArgs;
+pub use new::New;
 pub use render::Render;
+pub use report::Report;
 pub use results::ResultsCommand;
-pub use run::Run;
+pub use run::{Built, Run};
 pub use run_args::{ConfigArgs, TrainArgs};
 pub use sandbox::SandboxCommand;
 pub use score::Score;
+pub use sft::Sft;
 pub use tasks::Tasks;
 
 #[derive(Debug, clap::Subcommand)]
@@ -55,6 +65,8 @@ pub enum Command {
     Config(ConfigCommand),
     /// Train a policy on an environment.
     Run(Run),
+    /// Supervised fine-tuning on a JSONL file of conversations (full weights or LoRA).
+    Sft(Sft),
     /// Evaluate a model on an environment's held-out tasks (pass@1 with intervals, JSON).
     Eval(Eval),
     /// The results file's JSON Schema.
@@ -85,6 +97,17 @@ pub enum Command {
     Convert(Convert),
     /// Score the same sampled tokens on several backends and report how far they disagree.
     Crosscheck(Crosscheck),
+    /// One self-contained HTML page of one or more runs: curves, before/after per task, tool
+    /// statistics and transcripts.
+    Report(Report),
+    /// Start a plugin crate of your own outside arl's tree (`arl new env NAME`).
+    #[command(subcommand)]
+    New(New),
+    /// Fold a LoRA adapter into its base model and write the full weights.
+    Merge(Merge),
+    /// Drive an environment by hand (`arl env replay`).
+    #[command(subcommand)]
+    Env(EnvCommand),
 }
 
 impl Command {
@@ -93,6 +116,7 @@ impl Command {
             Command::List(cmd) => cmd.execute(out),
             Command::Config(cmd) => cmd.execute(out),
             Command::Run(cmd) => cmd.execute(out),
+            Command::Sft(cmd) => cmd.execute(out),
             Command::Eval(cmd) => cmd.execute(out),
             Command::Results(cmd) => cmd.execute(out),
             Command::Loss(cmd) => cmd.execute(out),
@@ -106,6 +130,10 @@ impl Command {
             Command::Render(cmd) => cmd.execute(out),
             Command::Convert(cmd) => cmd.execute(out),
             Command::Crosscheck(cmd) => cmd.execute(out),
+            Command::Report(cmd) => cmd.execute(out),
+            Command::New(cmd) => cmd.execute(out),
+            Command::Merge(cmd) => cmd.execute(out),
+            Command::Env(cmd) => cmd.execute(out),
         }
     }
 }

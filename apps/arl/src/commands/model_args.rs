@@ -1,5 +1,5 @@
-//! `--model`, `--backend`, `--device-index` and `--dtype`, shared by the commands that run a
-//! model (`score`, `generate`, `bench`, `crosscheck`). The device mapping itself is
+//! `--model`, `--adapter`, `--backend`, `--device-index` and `--dtype`, shared by the commands
+//! that run a model (`score`, `generate`, `bench`, `crosscheck`). The device mapping itself is
 //! `arl_qwen3::device`.
 
 use anyhow::Context;
@@ -13,6 +13,10 @@ pub struct ModelArgs {
     /// weights).
     #[arg(long, default_value = "tiny")]
     pub model: String,
+    /// A LoRA adapter directory (adapter_config.json + adapter_model.safetensors, arl's or
+    /// PEFT's) applied on --model, unmerged.
+    #[arg(long, value_name = "DIR")]
+    pub adapter: Option<std::path::PathBuf>,
     /// cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
@@ -46,12 +50,16 @@ impl ModelArgs {
         self.device.device(&self.backend)
     }
 
-    /// Load the model on `device` in `--dtype`, with the source in the error context.
+    /// Load the model (and `--adapter`) on `device` in `--dtype`, with the source in the
+    /// error context.
     pub fn load_on(&self, device: &DispatchDevice) -> anyhow::Result<DispatchQwen3> {
-        load(&self.model, device, self.device.dtype()?)
+        load(&self.model, self.adapter.as_deref(), device, self.device.dtype()?)
     }
 }
 
-pub fn load(model: &str, device: &DispatchDevice, dtype: DType) -> anyhow::Result<DispatchQwen3> {
-    arl_qwen3::load_as(model, device, dtype).with_context(|| format!("loading model `{model}`"))
+pub fn load(model: &str, adapter: Option<&std::path::Path>, device: &DispatchDevice, dtype: DType) -> anyhow::Result<DispatchQwen3> {
+    arl_qwen3::load_adapted(model, adapter, device, dtype).with_context(|| match adapter {
+        Some(a) => format!("loading model `{model}` with adapter {}", a.display()),
+        None => format!("loading model `{model}`"),
+    })
 }

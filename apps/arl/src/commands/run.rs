@@ -16,7 +16,7 @@ use arl_core::train::trainer::{Parts, RunMeta, train};
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
 use arl_qwen3::hub::Source;
-use arl_qwen3::{QwenPolicy, QwenTrainer};
+use arl_qwen3::{QwenPolicy, QwenTrainer, TrainSetup};
 
 use super::run_args::{ConfigArgs, TrainArgs};
 
@@ -127,6 +127,7 @@ impl Run {
         let mut bar = super::progress::Progress::stderr();
         let mut progress = |stage: &str, done: usize, total: usize| bar.update(stage, done, total);
         train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
+        log(&format!("report: arl report {}", out_dir.display()));
         Ok(())
     }
 }
@@ -144,12 +145,12 @@ fn header(config: &RunConfig, what: &str) -> String {
     )
 }
 
-fn absolute(path: &std::path::Path) -> String {
+pub(crate) fn absolute(path: &std::path::Path) -> String {
     path.canonicalize().unwrap_or_else(|_| path.to_path_buf()).display().to_string()
 }
 
 /// The directory the weights come from (`None` for a random-weights preset).
-fn model_dir(source: &str) -> Option<String> {
+pub(crate) fn model_dir(source: &str) -> Option<String> {
     match arl_qwen3::hub::resolve(source) {
         Ok(Source::Dir(dir)) => Some(absolute(&dir)),
         _ => None,
@@ -188,26 +189,56 @@ impl Built {
                 ),
             );
         }
-        let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
-        let optim =
-            OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
-        let policy =
-            QwenTrainer::load_with(&config.model.source, &device, optim, config.model.dtype, config.trainer.gradient_checkpointing)
-                .with_context(|| format!("loading model `{}`", config.model.source))?;
+        let (policy, lora_note) = load_policy(config)?;
         super::chat_codec::check_vocab(&codec, policy.model().config.vocab_size, &config.model)?;
+        notes.extend(lora_note);
         Ok(Self { env, codec, loss, advantage, policy, notes })
     }
 }
 
+/// The policy to train, as `[model]`, `[lora]` and `[trainer]` say: every weight, or LoRA
+/// adapters on the frozen base; with a note on what trains when it is LoRA.
+pub fn load_policy(config: &RunConfig) -> anyhow::Result<(QwenTrainer, Option<String>)> {
+    let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
+    let optim = OptimConfig { weight_decay: config.trainer.weight_decay, grad_clip: config.trainer.grad_clip, ..OptimConfig::default() };
+    let setup = TrainSetup {
+        dtype: config.model.dtype,
+        gradient_checkpointing: config.trainer.gradient_checkpointing,
+        lora: config.lora.clone(),
+        adapter: config.model.adapter.as_ref().map(PathBuf::from),
+        seed: config.trainer.seed,
+    };
+    let policy = QwenTrainer::load_setup(&config.model.source, &device, optim, &setup).with_context(|| match &config.model.adapter {
+        Some(a) => format!("loading model `{}` with adapter {a}", config.model.source),
+        None => format!("loading model `{}`", config.model.source),
+    })?;
+    let note = policy.lora().map(|l| {
+        let (total, trainable) = policy.param_counts();
+        format!(
+            "LoRA: rank {}, alpha {}{} on {}: {trainable} of {total} parameters train ({:.2}%), the base is frozen",
+            l.rank,
+            l.alpha,
+            if l.use_rslora { " (rsLoRA)" } else { "" },
+            l.target_modules.join(", "),
+            100.0 * trainable as f64 / total.max(1) as f64
+        )
+    });
+    Ok((policy, note))
+}
+
 /// The frozen KL reference when `loss.kl_coef > 0`: `model.reference`, else `model.source`
-/// (the initial policy, also when resuming), on the policy's device without autodiff.
+/// with `model.adapter` (the initial policy, also when resuming), on the policy's device
+/// without autodiff.
 fn load_reference(config: &RunConfig) -> anyhow::Result<Option<QwenPolicy>> {
     if config.loss.kl_coef <= 0.0 {
         return Ok(None);
     }
     let device = arl_qwen3::device::device(config.model.backend, config.model.device_index, config.model.dtype)?;
-    let source = config.model.reference.as_deref().unwrap_or(&config.model.source);
-    let reference =
-        QwenPolicy::load_as(source, &device, config.model.dtype).with_context(|| format!("loading the reference model `{source}`"))?;
+    let (source, adapter) = match &config.model.reference {
+        Some(r) => (r.as_str(), None),
+        None => (config.model.source.as_str(), config.model.adapter.as_deref().map(std::path::Path::new)),
+    };
+    let reference = QwenPolicy::load_adapted(source, adapter, &device, config.model.dtype)
+        .with_context(|| format!("loading the reference model `{source}`"))?;
     Ok(Some(reference))
 }

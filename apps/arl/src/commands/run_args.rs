@@ -61,6 +61,12 @@ pub struct ConfigArgs {
     #[arg(
         long,
         value_name = "DIR",
+        help = key_help("LoRA adapter directory (arl's or PEFT's) on --model; with --lora it is the adapter that trains", "model.adapter")
+    )]
+    pub adapter: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIR",
         help = key_help("Directory with tokenizer.json and the chat template; unset: the model's own (a preset's documented one)", "model.tokenizer")
     )]
     pub tokenizer: Option<String>,
@@ -130,6 +136,10 @@ pub struct TrainArgs {
     pub out: Option<String>,
     #[arg(long, help = key_help("Continue the run in --out from its last checkpoint, with the same settings", "trainer.resume"))]
     pub resume: bool,
+    /// Train LoRA adapters on the frozen base (adds the `[lora]` section with its defaults,
+    /// rank 16, alpha 16, every linear layer; `--set lora.rank=8` changes them).
+    #[arg(long)]
+    pub lora: bool,
 }
 
 impl ConfigArgs {
@@ -144,6 +154,7 @@ impl ConfigArgs {
         flag!(env => "env.name");
         flag!(sandbox => "sandbox.name");
         flag!(model => "model.source");
+        flag!(adapter => "model.adapter");
         flag!(tokenizer => "model.tokenizer");
         flag!(backend => "model.backend");
         flag!(device_index => "model.device_index");
@@ -179,6 +190,9 @@ impl ConfigArgs {
             flag!(out => "output.dir");
             if t.resume {
                 o.set("trainer.resume", true);
+            }
+            if t.lora {
+                o.set("lora", toml::Value::Table(Default::default()));
             }
         }
         self.overrides(&mut o);

@@ -34,7 +34,7 @@ fn an_extra_bind_that_is_missing_or_reserved_is_one_line() {
 fn an_extra_bind_appears_read_only_in_the_root() {
     // What issue #18 needs for bash: one more entry in the list of read-only binds.
     let Some(sh) = ["/bin/sh", "/usr/bin/sh"].into_iter().find(|p| std::path::Path::new(p).exists()) else { return };
-    let settings = RlimitSettings { binds: vec![PathBuf::from(sh)], ..RlimitSettings::default() };
+    let settings = RlimitSettings { binds: vec![PathBuf::from(sh)], shell: false, ..RlimitSettings::default() };
     let sandbox = RlimitSandbox::new(settings).unwrap();
     let job = arl_core::Job::python(
         "main.py",
@@ -118,4 +118,26 @@ fn without_user_namespaces_the_sandbox_refuses_to_start() {
     eprintln!("the one line: {err}");
     assert!(err.contains("user namespace") && err.contains("--sandbox wasm"), "{err}");
     assert!(err.contains("clone into new namespaces"), "names what failed: {err}");
+}
+
+/// Graded code (a job that asks for no process) keeps the plain root even when the sandbox
+/// has a shell root: no bash, no pytest, no `/repo`. A job that asks for processes gets them.
+#[test]
+fn only_jobs_that_ask_for_processes_get_the_shell_root() {
+    let _serial = super::support::SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let sandbox = RlimitSandbox::new(RlimitSettings::default()).unwrap();
+    let Some(shell) = arl_core::Sandbox::shell(&sandbox).cloned() else { return };
+    let code = "import os\nprint([os.path.lexists(p) for p in ['/usr/bin/bash', '/bin/bash', '/repo', '/opt']])\n\
+                try:\n    os.fork() or os._exit(0)\n    print('forked')\nexcept OSError as e:\n    print('no fork', e.errno)\n";
+    let job = |processes| arl_core::Job {
+        limits: arl_core::Limits { processes, ..arl_core::Limits::default() },
+        ..arl_core::Job::python("main.py", vec![arl_core::JobFile { path: "main.py".into(), contents: code.into() }])
+    };
+    let plain = arl_core::Sandbox::run(&sandbox, &job(0)).unwrap();
+    assert_eq!(plain.stdout, "[False, False, False, False]\nno fork 11\n", "{plain:?}");
+    let shelled = arl_core::Sandbox::run(&sandbox, &job(4)).unwrap();
+    // `/opt` holds the pytest of `scripts/setup/pytest.sh`, where this user has one.
+    let opt = if shell.python_path.is_empty() { "False" } else { "True" };
+    assert_eq!(shelled.stdout, format!("[True, True, True, {opt}]\nforked\n"), "{shelled:?}");
+    assert_eq!(shell.repo, "/repo");
 }

@@ -1,5 +1,6 @@
-//! The emulated shell behind `Bash`. The working directory is always `/repo`; paths are
-//! relative to it. Commands:
+//! The shell behind `Bash`. Where the sandbox has a real shell ([`arl_core::Sandbox::shell`],
+//! `rlimit`), the call is real bash ([`real`]). Otherwise (`wasm`) it is emulated, as
+//! follows. The working directory is always `/repo`; paths are relative to it. Commands:
 //!
 //! - `python FILE.py [ARGS…]`, `python -c CODE` (also `python3`): run in the [`Sandbox`]
 //!   (`arl_core::Sandbox`) with a copy of the repository;
@@ -21,6 +22,7 @@
 
 pub mod pytest;
 pub mod python;
+pub mod real;
 pub mod text;
 pub mod words;
 
@@ -73,6 +75,13 @@ pub fn bash(ctx: &mut ToolContext<'_>, args: BashArgs) -> ToolOutcome {
     let timeout_ms = args.timeout.unwrap_or(DEFAULT_TIMEOUT_MS);
     if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
         return ToolOutcome::Failed(format!("timeout must be between 1 and {MAX_TIMEOUT_MS} ms, got {timeout_ms}"));
+    }
+    if args.command.trim().is_empty() {
+        return ToolOutcome::Failed("empty command".into());
+    }
+    if let Some(support) = ctx.sandbox.shell() {
+        let support = support.clone();
+        return real::run(ctx, &support, &args.command, Duration::from_millis(timeout_ms));
     }
     let chain = match words::split(&args.command) {
         Ok(chain) if !chain.is_empty() => chain,

@@ -64,7 +64,11 @@ pub fn sandbox_failed(sh: &mut Shell<'_, '_>, program: &str, e: &arl_core::Sandb
     if matches!(e, arl_core::SandboxError::Exhausted(_)) {
         sh.ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
     }
-    Exec::usage(format!("{program}: the sandbox could not start the job: {e}"))
+    Exec::usage(sandbox_failed_message(program, e))
+}
+
+pub fn sandbox_failed_message(program: &str, e: &arl_core::SandboxError) -> String {
+    format!("{program}: the sandbox could not start the job: {e}")
 }
 
 /// The repository's files plus arl's own runner files (which win a name clash).

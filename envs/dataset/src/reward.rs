@@ -1,0 +1,187 @@
+//! Reward functions by name: how a reply is compared with a line's `answer`.
+//!
+//! Each is a [`RewardFn`] in an `inventory` registry, so a crate linked into the binary can add
+//! its own with [`register_reward!`](crate::register_reward). Built in:
+//!
+//! | name | the reply's answer | equal when |
+//! |---|---|---|
+//! | `exact` | the whole reply, trimmed | identical (`case_sensitive = false`: up to case) |
+//! | `hash` | the text after the last `####` (GSM8K), first line, trimmed | identical after number normalization |
+//! | `numeric` | the last number in the reply | within `tolerance` (absolute) of the answer |
+//! | `regex` | capture group 1 (else the match) of the first match of `pattern` | identical after number normalization |
+//! | `boxed` | the content of the last `\boxed{…}` (braces balanced) | identical after number normalization |
+//!
+//! Number normalization: `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, a trailing `.` dropped;
+//! text that is not a number is compared as it is, trimmed.
+
+use regex::Regex;
+
+/// Settings the reward functions read (`[env.options]`).
+#[derive(Debug, Clone)]
+pub struct RewardSettings {
+    pub tolerance: f64,
+    pub pattern: Option<Regex>,
+    pub case_sensitive: bool,
+}
+
+/// One reward function: `score(reply, answer, settings)` in [0, 1].
+pub struct RewardFn {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub score: fn(&str, &str, &RewardSettings) -> f64,
+}
+
+inventory::collect!(RewardFn);
+
+/// Register a reward function for the `dataset` env.
+#[macro_export]
+macro_rules! register_reward {
+    ($name:expr, $about:expr, $score:expr) => {
+        $crate::inventory::submit! { $crate::reward::RewardFn { name: $name, about: $about, score: $score } }
+    };
+}
+
+/// Every registered reward function, by name.
+pub fn all() -> Vec<&'static RewardFn> {
+    let mut v: Vec<&'static RewardFn> = inventory::iter::<RewardFn>.into_iter().collect();
+    v.sort_by_key(|r| r.name);
+    v
+}
+
+/// The reward function `name`, or an error listing the valid names.
+pub fn get(name: &str) -> Result<&'static RewardFn, String> {
+    all().into_iter().find(|r| r.name == name).ok_or_else(|| {
+        format!("env.options.reward: no reward function `{name}`; valid: {}", all().iter().map(|r| r.name).collect::<Vec<_>>().join(", "))
+    })
+}
+
+fn score(equal: bool) -> f64 {
+    if equal { 1.0 } else { 0.0 }
+}
+
+/// `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, `-0` → `0`; other text trimmed.
+pub fn normalize(s: &str) -> String {
+    let t = s.trim().trim_end_matches('.').replace(',', "");
+    match t.parse::<f64>() {
+        Ok(x) if x.is_finite() && t.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c)) => {
+            let x = if x == 0.0 { 0.0 } else { x };
+            format!("{x}")
+        }
+        _ => s.trim().to_string(),
+    }
+}
+
+fn exact(reply: &str, answer: &str, s: &RewardSettings) -> f64 {
+    let (r, a) = (reply.trim(), answer.trim());
+    score(if s.case_sensitive { r == a } else { r.to_lowercase() == a.to_lowercase() })
+}
+
+/// The text after the last `####`, up to the end of its line.
+pub fn after_hashes(reply: &str) -> Option<&str> {
+    let i = reply.rfind("####")?;
+    reply[i + 4..].lines().next().map(str::trim).or(Some(""))
+}
+
+fn hash(reply: &str, answer: &str, _: &RewardSettings) -> f64 {
+    score(after_hashes(reply).is_some_and(|x| !x.is_empty() && normalize(x) == normalize(answer)))
+}
+
+/// Every number in the text, in order (`-3`, `1,234.5`, `2e-3`).
+fn numbers(text: &str) -> Vec<f64> {
+    static NUMBER: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    let re = NUMBER.get_or_init(|| Regex::new(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?").expect("number regex"));
+    re.find_iter(text).filter_map(|m| m.as_str().replace(',', "").parse().ok()).collect()
+}
+
+fn numeric(reply: &str, answer: &str, s: &RewardSettings) -> f64 {
+    let Some(&want) = numbers(answer).last() else { return 0.0 };
+    score(numbers(reply).last().is_some_and(|got| (got - want).abs() <= s.tolerance))
+}
+
+fn regex(reply: &str, answer: &str, s: &RewardSettings) -> f64 {
+    let Some(re) = &s.pattern else { return 0.0 };
+    let got = re.captures(reply).and_then(|c| c.get(1).or_else(|| c.get(0))).map(|m| m.as_str());
+    score(got.is_some_and(|g| normalize(g) == normalize(answer)))
+}
+
+/// The content of the last `\boxed{…}`, braces balanced.
+pub fn last_boxed(reply: &str) -> Option<&str> {
+    let start = reply.rfind("\\boxed{")? + "\\boxed{".len();
+    let mut depth = 1;
+    for (i, c) in reply[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&reply[start..start + i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn boxed(reply: &str, answer: &str, _: &RewardSettings) -> f64 {
+    score(last_boxed(reply).is_some_and(|b| normalize(b) == normalize(answer)))
+}
+
+register_reward!("exact", "the whole reply equals the answer (trimmed; `case_sensitive`)", exact);
+register_reward!("hash", "the text after the last `####` equals the answer (GSM8K's format)", hash);
+register_reward!("numeric", "the last number in the reply is within `tolerance` of the answer", numeric);
+register_reward!("regex", "capture group 1 of `pattern`'s first match equals the answer", regex);
+register_reward!("boxed", "the content of the last \\boxed{…} equals the answer", boxed);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> RewardSettings {
+        RewardSettings { tolerance: 1e-6, pattern: None, case_sensitive: true }
+    }
+
+    fn r(name: &str, reply: &str, answer: &str, s: &RewardSettings) -> f64 {
+        (get(name).unwrap().score)(reply, answer, s)
+    }
+
+    #[test]
+    fn every_reward_function_accepts_the_right_answer_and_rejects_a_wrong_one() {
+        let s = settings();
+        assert_eq!(r("exact", "  Paris \n", "Paris", &s), 1.0);
+        assert_eq!(r("exact", "paris", "Paris", &s), 0.0);
+        assert_eq!(r("exact", "paris", "Paris", &RewardSettings { case_sensitive: false, ..s.clone() }), 1.0);
+        // GSM8K: the final answer after the last ####, with thousands separators.
+        assert_eq!(r("hash", "3 + 4 = 7 apples.\n#### 1,234\n", "1234", &s), 1.0);
+        assert_eq!(r("hash", "#### 12 #### 7", "7", &s), 1.0, "the last ####");
+        assert_eq!(r("hash", "The answer is 1234", "1234", &s), 0.0, "no ####");
+        assert_eq!(r("hash", "####", "0", &s), 0.0, "nothing after ####");
+        assert_eq!(r("numeric", "so x = 3.14159 roughly", "3.14159", &s), 1.0);
+        assert_eq!(r("numeric", "first 3, then 4", "3", &s), 0.0, "the last number counts");
+        assert_eq!(r("numeric", "about 3.1", "3.14", &RewardSettings { tolerance: 0.05, ..s.clone() }), 1.0);
+        assert_eq!(r("numeric", "-1,500.5 dollars", "-1500.5", &s), 1.0);
+        let re = RewardSettings { pattern: Some(Regex::new(r"(?i)answer:\s*(\S+)").unwrap()), ..s.clone() };
+        assert_eq!(r("regex", "Work... Answer: 42.", "42", &re), 1.0);
+        assert_eq!(r("regex", "Answer: 41", "42", &re), 0.0);
+        assert_eq!(r("regex", "42", "42", &s), 0.0, "no pattern, no match");
+        assert_eq!(r("boxed", r"so \boxed{\frac{1}{2}} and", r"\frac{1}{2}", &s), 1.0, "nested braces");
+        assert_eq!(r("boxed", r"\boxed{3} no, \boxed{4}", "4", &s), 1.0, "the last box");
+        assert_eq!(r("boxed", r"\boxed{4", "4", &s), 0.0, "unclosed");
+    }
+
+    #[test]
+    fn numbers_are_normalized_and_text_is_not() {
+        assert_eq!(normalize(" 1,234 "), "1234");
+        assert_eq!(normalize("3.50"), "3.5");
+        assert_eq!(normalize("+7."), "7");
+        assert_eq!(normalize("-0"), "0");
+        assert_eq!(normalize("x = 2"), "x = 2");
+        assert_eq!(normalize("inf"), "inf", "not a number, compared as text");
+    }
+
+    #[test]
+    fn an_unknown_reward_names_the_valid_ones() {
+        let Err(err) = get("gsm8k") else { panic!("found") };
+        assert_eq!(err, "env.options.reward: no reward function `gsm8k`; valid: boxed, exact, hash, numeric, regex");
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# An env plugin crate outside arl's tree, end to end: `arl new env` writes one into a temporary
+# directory, cargo builds it against this checkout (sharing CARGO_TARGET_DIR, so arl's
+# dependencies are not built again), runs its tests, and its own binary lists the env and trains
+# a step on it with the tiny preset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target}"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+cargo run --locked -q -p arl-cli -- new env oot-check --out "$dir/oot-check"
+(cd "$dir/oot-check" && cargo build -q && cargo test -q)
+bin="$CARGO_TARGET_DIR/debug/oot-check-arl"
+"$bin" list | grep -q "^  oot-check " || { echo "oot-check-arl list does not show the env" >&2; exit 1; }
+"$bin" run --env oot-check --model tiny --steps 1 --prompts 2 --group-size 2 --eval-n 1 \
+    --set output.checkpoints=false --out "$dir/run" > "$dir/run.log" 2>&1 || { cat "$dir/run.log" >&2; exit 1; }
+test -f "$dir/run/results.json"
+echo "out-of-tree plugin crate: built against this checkout, listed, trained a step"

@@ -1,0 +1,82 @@
+//! The `dataset` env end to end: `arl run` for one step with every reward function, and its
+//! bad input refused with one line, exit status 2.
+
+use arl_tests::{arl, arl_status, scratch_dir};
+
+const LINES: &str = r#"{"prompt": "What is 2 + 3?", "answer": 5}
+{"prompt": "Name the capital of France.", "answer": "Paris"}
+{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 10 * 4?"}], "answer": "40"}
+{"prompt": "What is half of 9?", "answer": 4.5}
+{"prompt": "Spell cat backwards.", "answer": "tac"}
+"#;
+
+#[test]
+fn one_step_runs_with_every_reward_function() {
+    let root = scratch_dir("dataset-run");
+    let data = root.join("tasks.jsonl");
+    std::fs::write(&data, LINES).unwrap();
+    let path = format!("env.options.path={:?}", data.to_str().unwrap());
+    let rewards = [
+        ("exact", None),
+        ("hash", None),
+        ("numeric", Some("env.options.tolerance=0.01")),
+        ("regex", Some(r#"env.options.pattern="([0-9]+)""#)),
+        ("boxed", None),
+    ];
+    for (reward, extra) in rewards {
+        let out = root.join(reward);
+        let reward_key = format!("env.options.reward={reward:?}");
+        let mut args =
+            vec!["run", "--env", "dataset", "--set", &path, "--set", &reward_key, "--model", "tiny", "--steps", "1", "--prompts", "2"];
+        args.extend(["--group-size", "2", "--eval-n", "1", "--set", "env.options.max_new_tokens=4", "--set", "output.checkpoints=false"]);
+        args.extend(["--out", out.to_str().unwrap()]);
+        if let Some(e) = extra {
+            args.extend(["--set", e]);
+        }
+        let log = arl(&args).unwrap_or_else(|e| panic!("{reward}: {e}"));
+        let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        assert_eq!(results["steps"].as_array().unwrap().len(), 1, "{reward}: {log}");
+        assert_eq!(results["config"]["env"]["options"]["reward"], reward);
+        // 5 lines, 20 % held out: 1 held-out task, 4 training tasks.
+        assert_eq!(results["before"]["summary"]["tasks"], 1, "{reward}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn bad_dataset_input_is_refused_with_one_line() {
+    let root = scratch_dir("dataset-bad");
+    let good = root.join("good.jsonl");
+    std::fs::write(&good, LINES).unwrap();
+    let no_answer = root.join("no-answer.jsonl");
+    std::fs::write(&no_answer, "{\"prompt\": \"a\", \"answer\": 1}\n{\"prompt\": \"b\"}\n").unwrap();
+    let out = root.join("run");
+    let set = |k: &str, v: &str| format!("env.options.{k}={v:?}");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![], "env.options.path is required"),
+        (
+            vec![set("path", good.to_str().unwrap()), set("reward", "gsm8k")],
+            "no reward function `gsm8k`; valid: boxed, exact, hash, numeric, regex",
+        ),
+        (vec![set("path", no_answer.to_str().unwrap())], "no-answer.jsonl line 2: no `answer`"),
+        (vec![set("path", good.to_str().unwrap()), set("reward", "regex")], "env.options.pattern is required"),
+        (vec![set("path", good.to_str().unwrap()), set("pattern", "(")], "env.options.pattern: not a regular expression"),
+        (vec![set("path", good.to_str().unwrap()), "env.options.rewrd=1".into()], "unknown field `rewrd`"),
+        (vec![set("path", "/no/such.jsonl")], "env.options.path /no/such.jsonl: No such file"),
+    ];
+    for (sets, says) in cases {
+        let mut args: Vec<String> =
+            ["run", "--env", "dataset", "--model", "tiny", "--out", out.to_str().unwrap()].map(String::from).to_vec();
+        for s in sets {
+            args.extend(["--set".to_string(), s]);
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, result) = arl_status(&argv);
+        let err = result.expect_err("must fail");
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err} (want {says})");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
