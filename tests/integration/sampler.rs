@@ -90,6 +90,17 @@ fn the_next_turn_prefills_only_its_new_suffix() {
             let worst = a.sampler_logprobs.iter().zip(&b.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
             assert!(worst <= 1e-5, "{name} row {r}: {worst}");
         }
+        // New prompts around a cached one: prefilled in two groups (new, cached) whose rows
+        // come back in the prompts' order.
+        let mixed = vec![vec![1, 2, 3], second[1].iter().chain(&cached[1].ids).chain(&[4]).copied().collect(), vec![200, 100]];
+        let (got, t4) = sample::generate_cached(&model, &mixed, &next, &mut cache).unwrap();
+        assert_eq!(t4.prefill_tokens, 3 + 2 + 2, "{name}: {t4:?}");
+        let (fresh, _) = sample::generate_timed(&model, &mixed, &next).unwrap();
+        for (r, (a, b)) in got.iter().zip(&fresh).enumerate() {
+            assert_eq!(a.ids, b.ids, "{name} mixed row {r}");
+            let worst = a.sampler_logprobs.iter().zip(&b.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "{name} mixed row {r}: {worst}");
+        }
     }
 }
 
