@@ -110,6 +110,12 @@ pub trait Policy {
     /// Score `sequences` at `positions` (per row, each `t` in `1..len`; `None`: every
     /// `t ≥ 1`) at `params.temperature`. Only those positions go through the LM head.
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError>;
+
+    /// Prompt tokens [`Policy::generate`] has run through the model so far (a sampler that
+    /// reuses cached keys and values runs fewer than it was given); `None` if not counted.
+    fn prefill_tokens(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What one optimizer step did (see [`TrainablePolicy::step`]).

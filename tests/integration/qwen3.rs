@@ -410,6 +410,12 @@ fn cli_generate_and_bench_gen_run_on_a_preset() {
     let out = arl_tests::arl(&["bench", "score", "--model", "tiny-vocab512", "--batch", "2", "--seq-len", "8", "--steps", "1"]).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["tokens_per_s"].as_f64().unwrap() > 0.0);
+    let lora =
+        ["bench", "score", "--model", "tiny-vocab512", "--batch", "2", "--seq-len", "8", "--steps", "1", "--lora", "--lora-rank", "2"];
+    let out = arl_tests::arl(&lora).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (all, trained) = (doc["params"].as_u64().unwrap(), doc["trainable_params"].as_u64().unwrap());
+    assert!(doc["tokens_per_s"].as_f64().unwrap() > 0.0 && trained > 0 && trained < all / 10, "{doc}");
 }
 
 #[test]

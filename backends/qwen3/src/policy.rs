@@ -4,21 +4,35 @@ use arl_core::policy::{Generation, Policy, PolicyError, SamplingParams, ScorePar
 use burn::module::AutodiffModule;
 use burn::{Dispatch, DispatchDevice};
 
-use crate::{DispatchQwen3, ModelError, sample, score};
+use crate::{DispatchQwen3, ModelError, PrefixCache, sample, score};
 
 pub struct QwenPolicy {
     pub model: DispatchQwen3,
+    /// Keys and values of earlier calls' rows (see [`crate::prefix`]); cleared when `model`
+    /// is replaced through [`QwenPolicy::set_model`].
+    cache: PrefixCache<Dispatch>,
+    prefilled: u64,
 }
 
 impl QwenPolicy {
     /// Load `source` (directory, preset or cached repo id) on `device`.
     pub fn load(source: &str, device: &DispatchDevice) -> Result<Self, ModelError> {
-        Ok(Self { model: crate::load(source, device)? })
+        Ok(Self::new(crate::load(source, device)?))
+    }
+
+    pub fn new(model: DispatchQwen3) -> Self {
+        Self { model, cache: PrefixCache::default(), prefilled: 0 }
+    }
+
+    /// Replace the weights (and drop the cached keys and values of the old ones).
+    pub fn set_model(&mut self, model: DispatchQwen3) {
+        self.model = model;
+        self.cache.clear();
     }
 
     /// As [`QwenPolicy::load`], computing in `dtype`.
     pub fn load_as(source: &str, device: &DispatchDevice, dtype: crate::DType) -> Result<Self, ModelError> {
-        Ok(Self { model: crate::load_as(source, device, dtype)? })
+        Ok(Self::new(crate::load_as(source, device, dtype)?))
     }
 
     /// As [`QwenPolicy::load_as`], with a LoRA adapter directory on top, unmerged.
@@ -28,7 +42,7 @@ impl QwenPolicy {
         device: &DispatchDevice,
         dtype: crate::DType,
     ) -> Result<Self, ModelError> {
-        Ok(Self { model: crate::load_adapted(source, adapter, device, dtype)? })
+        Ok(Self::new(crate::load_adapted(source, adapter, device, dtype)?))
     }
 }
 
@@ -40,11 +54,20 @@ impl Policy for QwenPolicy {
     /// On a training (autodiff) device, samples with the inner module (`valid()`), so decode
     /// steps record no autodiff graph.
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
-        if matches!(self.model.device(), DispatchDevice::Autodiff(_)) {
-            let inner: DispatchQwen3 = self.model.valid();
-            return sample::generate::<Dispatch>(&inner, prompts, params).map_err(err);
-        }
-        sample::generate::<Dispatch>(&self.model, prompts, params).map_err(err)
+        let inner;
+        let model = if matches!(self.model.device(), DispatchDevice::Autodiff(_)) {
+            inner = self.model.valid();
+            &inner
+        } else {
+            &self.model
+        };
+        let (gens, t) = sample::generate_cached::<Dispatch>(model, prompts, params, &mut self.cache).map_err(err)?;
+        self.prefilled += t.prefill_tokens as u64;
+        Ok(gens)
+    }
+
+    fn prefill_tokens(&self) -> Option<u64> {
+        Some(self.prefilled)
     }
 
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {

@@ -46,6 +46,31 @@ fn qwen3(vocab: usize, hidden: usize, inter: usize, layers: usize, heads: usize,
     }
 }
 
+/// SmolLM2-135M's architecture (`LlamaForCausalLM`, its config.json).
+fn smollm2_135m_shape() -> ModelConfig {
+    ModelConfig {
+        family: Family::Llama,
+        vocab_size: 49_152,
+        hidden_size: 576,
+        intermediate_size: 1536,
+        num_hidden_layers: 30,
+        num_attention_heads: 9,
+        num_key_value_heads: 3,
+        head_dim: 64,
+        rms_norm_eps: 1e-5,
+        rope_theta: 1e5,
+        tie_word_embeddings: true,
+        qkv_bias: false,
+        o_bias: false,
+        mlp_bias: false,
+        qk_norm: false,
+        max_position_embeddings: 8192,
+        bos_token_id: Some(1),
+        eos_token_ids: vec![2],
+        stored_dtype: None,
+    }
+}
+
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "tiny",
@@ -75,6 +100,13 @@ pub const PRESETS: &[Preset] = &[
         init_std: 0.02,
         config: || qwen3(QWEN3_VOCAB, 1024, 3072, 28, 16, 8, 128, true),
     },
+    Preset {
+        name: "llama-135m",
+        about: "SmolLM2-135M's shape (Llama, 30 layers, hidden 576, 9 heads / 3 KV heads of 64, vocab 49,152, tied) with random weights",
+        seed: 4,
+        init_std: 0.02,
+        config: smollm2_135m_shape,
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Preset> {
@@ -92,5 +124,7 @@ mod tests {
     #[test]
     fn qwen3_0_6b_preset_has_the_real_parameter_count() {
         assert_eq!(find("qwen3-0.6b").unwrap().config().num_params(), 596_049_920);
+        // SmolLM2-135M's parameter count (tied embeddings counted once).
+        assert_eq!(find("llama-135m").unwrap().config().num_params(), 134_515_008);
     }
 }

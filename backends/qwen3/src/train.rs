@@ -17,7 +17,8 @@ use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 
-use crate::{AdapterInfo, DType, DispatchQwen3, ModelError, sample, score};
+use crate::head::DeferredHead;
+use crate::{AdapterInfo, DType, DispatchQwen3, ModelError, PrefixCache, sample, score};
 
 /// How a model is set up for training.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +58,13 @@ pub struct QwenTrainer {
     /// With gradient checkpointing: a plain copy of the weights for sampling and no-grad
     /// scoring, made once per optimizer step (see [`QwenTrainer::inference`]).
     inference_copy: RefCell<Option<DispatchQwen3>>,
+    /// LM heads of `score_with_grad` calls whose gradient the next `backward` computes
+    /// (`head::DeferredHead`: the head is recomputed chunk by chunk there).
+    pending_heads: RefCell<Vec<DeferredHead<Dispatch>>>,
+    /// Keys and values of earlier sampling calls' rows, for the weights as they are (cleared
+    /// by every optimizer step and reload).
+    prefix_cache: PrefixCache<Dispatch>,
+    prefilled: u64,
     lora: Option<LoraRun>,
 }
 
@@ -176,6 +184,9 @@ impl QwenTrainer {
             optim: Optim::new(optim),
             gradient_checkpointing: setup.gradient_checkpointing,
             inference_copy: RefCell::new(None),
+            pending_heads: RefCell::new(Vec::new()),
+            prefix_cache: PrefixCache::default(),
+            prefilled: 0,
             lora,
         })
     }
@@ -210,7 +221,14 @@ impl QwenTrainer {
 
 impl Policy for QwenTrainer {
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
-        sample::generate::<Dispatch>(&self.inference(), prompts, params).map_err(err)
+        let model = self.inference();
+        let (gens, t) = sample::generate_cached::<Dispatch>(&model, prompts, params, &mut self.prefix_cache).map_err(err)?;
+        self.prefilled += t.prefill_tokens as u64;
+        Ok(gens)
+    }
+
+    fn prefill_tokens(&self) -> Option<u64> {
+        Some(self.prefilled)
     }
 
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
@@ -230,13 +248,23 @@ impl TrainablePolicy for QwenTrainer {
         positions: Option<&[Vec<usize>]>,
         params: ScoreParams,
     ) -> Result<Scores, PolicyError> {
-        let out = score::score::<Dispatch>(self.model(), sequences, positions, params).map_err(err)?;
+        let (out, head) = score::score_deferred::<Dispatch>(self.model(), sequences, positions, params).map_err(err)?;
+        self.pending_heads.borrow_mut().extend(head);
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })
     }
 
+    /// The loss depends on the model only through `score_with_grad`'s scores: its backward
+    /// gives their gradients, and each pending head turns those into the model's.
     fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError> {
         let model = self.model.as_ref().expect("model present outside step");
-        self.optim.backward(model, loss);
+        let heads = self.pending_heads.take();
+        if heads.is_empty() {
+            self.optim.backward(model, loss);
+            return Ok(());
+        }
+        let grads = loss.backward();
+        let surrogate = heads.into_iter().map(|h| h.surrogate(&grads, model)).reduce(|a, b| a + b).expect("a pending head");
+        self.optim.backward(model, surrogate);
         Ok(())
     }
 
@@ -245,6 +273,7 @@ impl TrainablePolicy for QwenTrainer {
         let (model, stats) = self.optim.step(model, lr);
         self.model = Some(model);
         self.inference_copy.take();
+        self.prefix_cache.clear();
         Ok(OptimStep {
             grad_norm: stats.grad_norm,
             clipped: stats.clipped,
@@ -254,6 +283,7 @@ impl TrainablePolicy for QwenTrainer {
     }
 
     fn discard_gradients(&mut self) {
+        self.pending_heads.take();
         self.optim.zero_grad();
     }
 
@@ -278,6 +308,8 @@ impl TrainablePolicy for QwenTrainer {
     /// exactly) and map the optimizer moments onto them by parameter order, in that dtype too.
     /// With LoRA only the adapter is reloaded; the frozen base stays as it was loaded.
     fn load_state(&mut self, dir: &Path) -> Result<(), PolicyError> {
+        // Whatever happens below, the cached keys and values may no longer be these weights'.
+        self.prefix_cache.clear();
         let model = match &self.lora {
             Some(l) => {
                 let mut model = self.model.take().expect("model present outside step");

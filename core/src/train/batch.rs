@@ -213,6 +213,8 @@ fn merge(into: &mut RolloutStats, r: &RolloutStats) {
     into.generate_seconds += r.generate_seconds;
     into.seconds += r.seconds;
     into.truncated += r.truncated;
+    into.prompt_tokens += r.prompt_tokens;
+    into.prefill_tokens += r.prefill_tokens;
 }
 
 #[cfg(test)]

@@ -76,6 +76,12 @@ pub struct StepMetrics {
     pub malformed_call_rate: f64,
     pub failed_call_rate: f64,
     pub policy_tokens: usize,
+    /// Per episode: prompt tokens handed to the sampler over all turns, and those it ran
+    /// through the model (the rest came from its KV cache).
+    #[serde(default)]
+    pub prompt_tokens_per_episode: f64,
+    #[serde(default)]
+    pub prefill_tokens_per_episode: f64,
     pub generate_tokens_per_s: f64,
     pub update_tokens_per_s: f64,
     pub rollout_seconds: f64,

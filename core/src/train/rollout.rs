@@ -3,7 +3,10 @@
 //! Token-in/token-out: each episode's prompt is rendered once; every assistant turn is kept
 //! as the sampler's ids with their logprobs; observations are appended as the template's own
 //! ids of that suffix ([`Conversation`]). Episodes finish at different turns and leave the
-//! batch; at most `gen_batch` episodes are decoded at once to cap KV memory.
+//! batch; at most `gen_batch` episodes are decoded at once to cap KV memory. Each turn hands
+//! the sampler the whole conversation so far; a sampler with a prefix cache (arl-qwen3's)
+//! recognises the earlier turns and prefills only the new suffix (`RolloutStats` counts
+//! both).
 
 use std::time::Instant;
 
@@ -44,6 +47,14 @@ pub struct RolloutStats {
     /// Episodes ended by a token budget (a last turn cut by `max_new_tokens` included) or
     /// the turn limit rather than a final answer.
     pub truncated: usize,
+    /// Prompt tokens handed to the sampler (every turn's whole conversation so far): what a
+    /// sampler without a cache prefills.
+    #[serde(default)]
+    pub prompt_tokens: usize,
+    /// Prompt tokens the sampler actually ran through the model (`Policy::prefill_tokens`; a
+    /// policy that does not count them is taken to prefill every prompt token).
+    #[serde(default)]
+    pub prefill_tokens: usize,
 }
 
 struct Live {
@@ -119,8 +130,15 @@ pub fn rollout(
                 ..opts.sampling.clone()
             };
             let t = Instant::now();
+            let given: usize = prompts.iter().map(Vec::len).sum();
+            let before = policy.prefill_tokens();
             let generated = policy.generate(&prompts, &params)?;
             stats.generate_seconds += t.elapsed().as_secs_f64();
+            stats.prompt_tokens += given;
+            stats.prefill_tokens += match (before, policy.prefill_tokens()) {
+                (Some(a), Some(b)) => (b - a) as usize,
+                _ => given,
+            };
             // Rows with less budget left than the batch's are cut where theirs runs out.
             for (l, mut g) in batch.iter().zip(generated) {
                 let room = response_budget - l.generated;

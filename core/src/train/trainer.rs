@@ -423,6 +423,8 @@ fn step_metrics(
         malformed_call_rate: per_call(episodes.iter().map(|e| e.stats.malformed_calls as u64).sum()),
         failed_call_rate: per_call(episodes.iter().map(|e| e.stats.failed_calls as u64).sum()),
         policy_tokens: u.policy_tokens,
+        prompt_tokens_per_episode: r.prompt_tokens as f64 / r.episodes.max(1) as f64,
+        prefill_tokens_per_episode: r.prefill_tokens as f64 / r.episodes.max(1) as f64,
         generate_tokens_per_s: if r.generate_seconds > 0.0 { r.generated_tokens as f64 / r.generate_seconds } else { 0.0 },
         update_tokens_per_s: u.tokens_per_s,
         rollout_seconds: r.seconds,

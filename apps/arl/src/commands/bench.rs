@@ -1,19 +1,25 @@
-//! `arl bench gen|score|sandbox`: throughput benchmarks (not tests). Each prints one JSON line
-//! (`sandbox`: see bench_sandbox.rs).
+//! `arl bench gen|score|export|sandbox`: throughput benchmarks (not tests). Each prints one JSON
+//! line (`sandbox`: see bench_sandbox.rs).
 //! - `gen`: random prompts, temperature-1 sampling with the KV cache, every row generating
-//!   exactly `--new-tokens` (stop ids disabled); prefill and decode tokens/s.
-//! - `score`: forward + backward + AdamW step of a clipped policy-gradient loss with the LM
-//!   head on the last `policy_frac · seq_len` positions only, on an autodiff device;
-//!   `tokens_per_s` = batch · seq_len per step; `--lora` trains adapters on a frozen base.
+//!   exactly `--new-tokens` (stop ids disabled), after `--warmup` untimed calls; prefill and
+//!   decode tokens/s, and new tokens/s over the whole call.
+//! - `score`: one training step as the trainer takes it ([`QwenTrainer`]: scoring with
+//!   gradients, backward, global gradient-norm clip at 1, AdamW) of a clipped policy-gradient
+//!   loss with the LM head on the last `policy_frac · seq_len` positions only;
+//!   `tokens_per_s` = batch · seq_len per step. The first (warm-up) step's loss and gradient
+//!   norm are printed too, so a peer implementation of the same step can be checked against it;
+//!   `--lora` trains adapters on a frozen base (as a LoRA run: `TrainSetup::lora`).
+//! - `export`: the model (a preset's seeded random weights) as an HF directory, so a peer
+//!   benchmark (`scripts/bench/peer.py`) runs exactly the same weights.
 
 use std::io::Write;
 use std::time::Instant;
 
-use arl_core::policy::SamplingParams;
-use arl_qwen3::{DispatchQwen3, sample, score};
-use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
+use arl_core::policy::{SamplingParams, ScoreParams, TrainablePolicy};
+use arl_optim::OptimConfig;
+use arl_qwen3::{QwenTrainer, TrainSetup, sample};
+use burn::Dispatch;
 use burn::tensor::{Tensor, TensorData};
-use burn::{CheckpointingStrategy, Dispatch, DispatchDevice};
 use serde_json::json;
 
 use super::ModelArgs;
@@ -24,6 +30,8 @@ pub enum Bench {
     Gen(BenchGen),
     /// Training-step throughput (forward, backward, AdamW).
     Score(BenchScore),
+    /// Write the model (a preset's random weights) as an HF directory for a peer benchmark.
+    Export(BenchExport),
     /// Jobs/s and cold first-job latency of each sandbox (trivial and grading jobs).
     Sandbox(super::bench_sandbox::BenchSandbox),
 }
@@ -44,6 +52,18 @@ pub struct BenchGen {
     /// Seed of the random prompts and the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Untimed calls first (same prompts, 2 new tokens each).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchExport {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Directory to write (config.json, generation_config.json, model.safetensors).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -59,7 +79,7 @@ pub struct BenchScore {
     /// Fraction of each sequence (its end) that is policy tokens, scored through the LM head.
     #[arg(long, default_value_t = 0.5)]
     pub policy_frac: f64,
-    /// Measured steps (after one warm-up step).
+    /// Measured steps (after one warm-up step); `step_s` is their median.
     #[arg(long, default_value_t = 3)]
     pub steps: usize,
     /// Seed of the random sequences.
@@ -76,24 +96,6 @@ pub struct BenchScore {
     /// Rank of the --lora adapters.
     #[arg(long, default_value_t = 16, requires = "lora", value_parser = clap::value_parser!(u32).range(1..))]
     pub lora_rank: u32,
-}
-
-/// (all parameters, trainable parameters) of a model on an autodiff device.
-fn param_counts(model: &DispatchQwen3) -> (usize, usize) {
-    use burn::module::{Module, ModuleVisitor, Param};
-    struct Count(usize, usize);
-    impl ModuleVisitor<Dispatch> for Count {
-        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Dispatch, D>>) {
-            let n = p.shape().num_elements();
-            self.0 += n;
-            if p.val().is_require_grad() {
-                self.1 += n;
-            }
-        }
-    }
-    let mut c = Count(0, 0);
-    model.visit(&mut c);
-    (c.0, c.1)
 }
 
 /// Deterministic random token ids (splitmix64), no RNG crate needed.
@@ -114,6 +116,7 @@ impl Bench {
         match self {
             Bench::Gen(b) => b.execute(out),
             Bench::Score(b) => b.execute(out),
+            Bench::Export(b) => b.execute(out),
             Bench::Sandbox(b) => b.execute(out),
         }
     }
@@ -128,6 +131,9 @@ impl BenchGen {
         let model = self.model.load_on(&device)?;
         let prompts = random_ids(self.batch, self.prompt_len, model.config.vocab_size, self.seed);
         let params = SamplingParams { max_new_tokens: self.new_tokens, seed: self.seed, stop_ids: Some(vec![]), ..Default::default() };
+        for _ in 0..self.warmup {
+            sample::generate(&model, &prompts, &SamplingParams { max_new_tokens: 2, ..params.clone() })?;
+        }
         let (gens, t) = sample::generate_timed(&model, &prompts, &params)?;
         anyhow::ensure!(gens.iter().all(|g| g.ids.len() == self.new_tokens), "a row stopped early");
         let doc = json!({
@@ -142,6 +148,8 @@ impl BenchGen {
             "decode_s": t.decode_s,
             "prefill_tokens_per_s": (self.batch * self.prompt_len) as f64 / t.prefill_s,
             "decode_tokens_per_s": t.decode_tokens as f64 / t.decode_s,
+            "new_tokens_per_s": (self.batch * self.new_tokens) as f64 / (t.prefill_s + t.decode_s),
+            "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
         });
         writeln!(out, "{doc}")?;
         Ok(())
@@ -157,51 +165,60 @@ impl BenchScore {
         if !(self.policy_frac > 0.0 && self.policy_frac <= 1.0) {
             return Err(crate::usage!("--policy-frac must be in (0, 1], got {}", self.policy_frac));
         }
-        let strategy = if self.gradient_checkpointing { CheckpointingStrategy::Balanced } else { CheckpointingStrategy::None };
-        let device = DispatchDevice::autodiff_checkpointed(self.model.device()?, strategy);
-        let mut model: DispatchQwen3 = self.model.load_on(&device)?;
+        let device = self.model.device()?;
         let lora = self.lora.then(|| arl_core::config::LoraConfig {
             rank: self.lora_rank,
             alpha: self.lora_rank as f64,
             ..arl_core::config::LoraConfig::default()
         });
-        if let Some(config) = &lora {
-            // As a LoRA run: the base frozen (no gradients, no AdamW moments), f32 adapters.
-            model = burn::module::Module::no_grad(model);
-            model.attach_lora(config, self.seed)?;
-        }
-        let (total_params, trainable_params) = param_counts(&model);
-        let mut optim = AdamWConfig::new().init::<Dispatch, DispatchQwen3>();
+        // As a run sets it up: with LoRA the base frozen (no gradients, no AdamW moments), f32 adapters.
+        let setup = TrainSetup {
+            dtype: self.model.device.dtype()?,
+            gradient_checkpointing: self.gradient_checkpointing,
+            lora: lora.clone(),
+            adapter: self.model.adapter.clone(),
+            seed: self.seed,
+        };
+        let mut trainer = QwenTrainer::load_setup(&self.model.model, &device, OptimConfig::default(), &setup)?;
+        let (total_params, trainable_params) = trainer.param_counts();
+        let vocab = trainer.model().config.vocab_size;
         let n_pol = ((self.policy_frac * l as f64).round() as usize).clamp(1, l - 1);
         let positions: Vec<Vec<usize>> = (0..b).map(|_| (l - n_pol..l).collect()).collect();
         let mask: Vec<f32> = (0..b).flat_map(|_| (0..l).map(|t| if t >= l - n_pol { 1.0 } else { 0.0 })).collect();
         let mut times = Vec::new();
+        let (mut first_loss, mut first_grad_norm) = (0.0, 0.0);
         for step in 0..=self.steps {
-            let seqs = random_ids(b, l, model.config.vocab_size, self.seed + step as u64);
+            let seqs = random_ids(b, l, vocab, self.seed + step as u64);
             let adv: Vec<f32> = seqs.iter().flat_map(|s| s.iter().map(|&id| if id % 2 == 0 { 1.0 } else { -1.0 })).collect();
             let start = Instant::now();
-            let lp = score::score(&model, &seqs, Some(&positions), Default::default())?.logprobs;
+            let lp = trainer.score_with_grad(&seqs, Some(&positions), ScoreParams::default())?.logprobs;
+            let device = trainer.device();
             let mask = Tensor::<Dispatch, 2>::from_data(TensorData::new(mask.clone(), [b, l]), &device);
             let adv = Tensor::<Dispatch, 2>::from_data(TensorData::new(adv, [b, l]), &device);
             let ratio = (lp.clone() - lp.detach()).exp();
             let surrogate = (ratio.clone() * adv.clone()).min_pair(ratio.clamp(0.8, 1.2) * adv);
             let loss = (surrogate * mask.clone()).sum().neg() / mask.sum();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(1e-6, model, grads);
+            let loss_value =
+                if step == 0 { loss.clone().into_data().convert::<f64>().to_vec::<f64>().map_or(f64::NAN, |v| v[0]) } else { 0.0 };
+            trainer.backward(loss)?;
+            let stats = trainer.step(1e-6)?;
             // Flex runs eagerly; reading a trained weight back makes the timing include the update.
+            let model = trainer.model();
             match &model.layers[0].self_attn.q_proj.lora {
                 Some(adapter) => drop(adapter.b.val().into_data()),
                 None => drop(model.norm.weight.val().into_data()),
             }
             if step > 0 {
                 times.push(start.elapsed().as_secs_f64());
+            } else {
+                (first_loss, first_grad_norm) = (loss_value, stats.grad_norm);
             }
         }
-        let step_s = times.iter().sum::<f64>() / times.len().max(1) as f64;
         // The median resists a noisy neighbour on a shared machine better than the mean.
         let mut sorted = times.clone();
         sorted.sort_by(f64::total_cmp);
-        let step_s_median = if sorted.is_empty() { 0.0 } else { (sorted[(sorted.len() - 1) / 2] + sorted[sorted.len() / 2]) / 2.0 };
+        let step_s_median = if sorted.is_empty() { f64::NAN } else { (sorted[(sorted.len() - 1) / 2] + sorted[sorted.len() / 2]) / 2.0 };
+        let step_s_mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
         let doc = json!({
             "bench": "score",
             "model": self.model.model,
@@ -212,10 +229,12 @@ impl BenchScore {
             "policy_frac": self.policy_frac,
             "policy_tokens_per_row": n_pol,
             "steps": times.len(),
-            "step_s": step_s,
-            "step_s_median": step_s_median,
-            "tokens_per_s": (b * l) as f64 / step_s,
+            "step_s": step_s_median,
+            "step_s_mean": step_s_mean,
+            "tokens_per_s": (b * l) as f64 / step_s_median,
             "gradient_checkpointing": self.gradient_checkpointing,
+            "first_loss": first_loss,
+            "first_grad_norm": first_grad_norm,
             "lora_rank": lora.as_ref().map(|l| l.rank),
             "params": total_params,
             "trainable_params": trainable_params,
@@ -223,6 +242,15 @@ impl BenchScore {
             "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
         });
         writeln!(out, "{doc}")?;
+        Ok(())
+    }
+}
+
+impl BenchExport {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let model = self.model.load_on(&self.model.device()?)?;
+        model.save_dir(&self.out)?;
+        writeln!(out, "{}", json!({ "bench": "export", "model": self.model.model, "out": self.out }))?;
         Ok(())
     }
 }

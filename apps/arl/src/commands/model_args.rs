@@ -9,7 +9,8 @@ use burn::DispatchDevice;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// Model directory, GGUF file, Hugging Face repo id (local cache only) or preset
-    /// (smollm2-135m, a real model; tiny, tiny-vocab512, small, qwen3-0.6b, random weights).
+    /// (smollm2-135m, a real model; tiny, tiny-vocab512, small, qwen3-0.6b, llama-135m, random
+    /// weights).
     #[arg(long, default_value = "tiny")]
     pub model: String,
     /// A LoRA adapter directory (adapter_config.json + adapter_model.safetensors, arl's or

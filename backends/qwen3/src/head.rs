@@ -1,0 +1,245 @@
+//! The LM head over many rows, a chunk of rows at a time, so `[rows, vocab]` f32 logits never
+//! exist for all scored tokens at once (the full-vocabulary logits of every policy token are
+//! what runs a long episode out of memory: slime #2253, SkyRL #1610).
+//!
+//! - [`chunk_scores`]: `log p(target)` and the entropy of each row's next-token distribution
+//!   at a temperature, from its logits, in burn's own ops (so on an autodiff device it is
+//!   differentiable, and the graph keeps each chunk's softmax: that bounds a forward's
+//!   transient memory, not a backward's).
+//! - [`DeferredHead`], for the trainer: the forward runs the head *outside* the autodiff graph
+//!   (the body's graph ends at the normed hidden rows) and hands the loss leaf tensors; once
+//!   the loss's backward has given `g = ∂loss/∂score`, [`DeferredHead::surrogate`] recomputes
+//!   each chunk's logits `z`, forms `∂loss/∂z = (g_lp·(onehot − p) − g_H·p·(log p + H)) / T`,
+//!   multiplies it into `∂h` and `∂W`, and returns `Σ h·∂h + Σ W·∂W`, whose backward carries
+//!   exactly the head's gradient into the body and the head weight. Memory: one chunk of
+//!   logits whatever the number of policy tokens; cost: the head's matmul once more.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+
+use crate::Qwen3;
+use crate::layers::{to_dtype, to_f32};
+
+/// Logits per chunk (16M: 64 MiB in f32); the rows per chunk follow from the vocabulary.
+pub const CHUNK_LOGITS: usize = 1 << 24;
+
+/// Rows of logits per chunk for a vocabulary of `vocab`.
+pub fn chunk_rows(vocab: usize) -> usize {
+    (CHUNK_LOGITS / vocab.max(1)).max(1)
+}
+
+/// `[rows, hidden]` normed hidden rows → `[rows, vocab]` logits in f32 (the model's own head:
+/// tied to the embeddings, or its `[hidden, vocab]` matrix).
+pub fn project<B: Backend>(model: &Qwen3<B>, normed: Tensor<B, 2>) -> Tensor<B, 2> {
+    let logits = match &model.lm_head {
+        Some(w) => normed.matmul(w.val()),
+        None => normed.matmul(model.embed_tokens.val().transpose()),
+    };
+    to_f32(logits)
+}
+
+/// Per-row scores of one chunk of logits `[c, vocab]` (f32) at `inv_t = 1/T`: the log-prob of
+/// `targets` (`[c, 1]`) and, if asked, the entropy; also the log-sum-exp of the scaled logits.
+pub struct ChunkScores<B: Backend> {
+    pub logprobs: Tensor<B, 1>,
+    pub entropy: Option<Tensor<B, 1>>,
+    pub lse: Tensor<B, 2>,
+}
+
+pub fn chunk_scores<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 2, Int>, inv_t: f64, entropy: bool) -> ChunkScores<B> {
+    let c = logits.dims()[0];
+    let z = if inv_t == 1.0 { logits } else { logits.mul_scalar(inv_t) };
+    let picked = z.clone().gather(1, targets);
+    // log Σ exp z = m + log Σ exp(z − m); the shift is a constant for the gradient.
+    let m = z.clone().detach().max_dim(1);
+    let (e, zc) = if entropy { ((z.clone() - m.clone()).exp(), Some(z)) } else { ((z - m.clone()).exp(), None) };
+    let s = e.clone().sum_dim(1);
+    let lse = m + s.clone().log();
+    let logprobs = (picked - lse.clone()).reshape([c]);
+    // H = −Σ p log p = lse − Σ p z, with p = e / s.
+    let entropy = zc.map(|z| (lse.clone() - (e * z).sum_dim(1) / s).reshape([c]));
+    ChunkScores { logprobs, entropy, lse }
+}
+
+/// Scores of `normed` rows (`[n, hidden]`) for `targets`, `rows` at a time; see [`chunk_scores`].
+pub fn scores<B: Backend>(
+    model: &Qwen3<B>,
+    normed: Tensor<B, 2>,
+    targets: &[u32],
+    temperature: f64,
+    entropy: bool,
+    rows: usize,
+) -> (Tensor<B, 1>, Option<Tensor<B, 1>>) {
+    let (n, hidden) = (normed.dims()[0], normed.dims()[1]);
+    let device = normed.device();
+    let (mut lps, mut ents) = (Vec::new(), Vec::new());
+    for start in (0..n).step_by(rows) {
+        let end = (start + rows).min(n);
+        let chunk = normed.clone().slice([start..end, 0..hidden]);
+        let out = chunk_scores(project(model, chunk), int2(&targets[start..end], &device), 1.0 / temperature, entropy);
+        lps.push(out.logprobs);
+        ents.extend(out.entropy);
+    }
+    (cat1(lps), entropy.then(|| cat1(ents)))
+}
+
+fn cat1<B: Backend>(mut parts: Vec<Tensor<B, 1>>) -> Tensor<B, 1> {
+    if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(parts, 0) }
+}
+
+/// `[ids.len(), 1]` int tensor.
+fn int2<B: Backend>(ids: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
+    let v: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
+    Tensor::from_data(TensorData::new(v, [ids.len(), 1]), device)
+}
+
+/// The trainer's head, run outside the graph; see the module docs.
+pub struct DeferredHead<B: AutodiffBackend> {
+    /// `[n, hidden]` normed hidden rows, carrying the body's graph.
+    normed: Tensor<B, 2>,
+    targets: Vec<u32>,
+    /// Where each row's score sits in the flattened `[rows · tokens]` leaves.
+    slots: Vec<i64>,
+    temperature: f64,
+    /// Per row, from the forward: the log-sum-exp of the scaled logits and the entropy.
+    lse: Tensor<B::InnerBackend, 1>,
+    entropy_values: Option<Tensor<B::InnerBackend, 1>>,
+    rows: usize,
+    /// The leaves handed to the loss (`[rows, tokens]`).
+    pub logprobs: Tensor<B, 2>,
+    pub entropy: Option<Tensor<B, 2>>,
+}
+
+impl<B: AutodiffBackend> DeferredHead<B> {
+    /// Run the head on `normed` (with the body's graph) without recording it, `rows` rows at
+    /// a time; scores land at `slots` of `[shape[0], shape[1]]` leaves.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        model: &Qwen3<B>,
+        normed: Tensor<B, 2>,
+        targets: Vec<u32>,
+        slots: Vec<i64>,
+        shape: [usize; 2],
+        temperature: f64,
+        entropy: bool,
+        rows: usize,
+    ) -> Self {
+        let inner = inner_model(model);
+        let (n, hidden) = (normed.dims()[0], normed.dims()[1]);
+        let h = normed.clone().inner();
+        // Tensors are made on the autodiff device and taken inside, so they carry its
+        // checkpointing strategy as `h` does (burn-dispatch refuses to mix strategies).
+        let ad = normed.device();
+        let (mut lps, mut lses, mut ents) = (Vec::new(), Vec::new(), Vec::new());
+        for start in (0..n).step_by(rows) {
+            let end = (start + rows).min(n);
+            let chunk = h.clone().slice([start..end, 0..hidden]);
+            let out = chunk_scores(inner.project(chunk), int2::<B>(&targets[start..end], &ad).inner(), 1.0 / temperature, entropy);
+            lps.push(out.logprobs);
+            lses.push(out.lse.reshape([end - start]));
+            ents.extend(out.entropy);
+        }
+        let slots_t = Tensor::<B, 1, Int>::from_data(TensorData::new(slots.clone(), [n]), &ad).inner();
+        let place = |values: Tensor<B::InnerBackend, 1>| -> Tensor<B, 2> {
+            let full = Tensor::<B, 1>::zeros([shape[0] * shape[1]], &ad).inner().scatter(0, slots_t.clone(), values, IndexingUpdateOp::Add);
+            Tensor::from_inner(full.reshape(shape)).require_grad()
+        };
+        let entropy_values = entropy.then(|| cat1(ents));
+        Self {
+            logprobs: place(cat1(lps)),
+            entropy: entropy_values.clone().map(place),
+            normed,
+            targets,
+            slots,
+            temperature,
+            rows,
+            lse: cat1(lses),
+            entropy_values,
+        }
+    }
+
+    /// Given the gradients of the loss's backward, the scalar whose backward puts the head's
+    /// gradient into the body and the head weight (module docs).
+    pub fn surrogate(self, grads: &B::Gradients, model: &Qwen3<B>) -> Tensor<B, 1> {
+        let inner = inner_model(model);
+        let (n, hidden) = (self.normed.dims()[0], self.normed.dims()[1]);
+        let h = self.normed.clone().inner();
+        let ad = self.normed.device();
+        let dtype = h.dtype();
+        let slots = Tensor::<B, 1, Int>::from_data(TensorData::new(self.slots.clone(), [n]), &ad).inner();
+        let [rows_, cols_] = self.logprobs.dims();
+        let shape_len = rows_ * cols_;
+        let upstream = |leaf: &Tensor<B, 2>| leaf.grad(grads).map(|g| g.reshape([shape_len]).select(0, slots.clone()));
+        let g_lp = upstream(&self.logprobs).unwrap_or_else(|| Tensor::<B, 1>::zeros([n], &ad).inner());
+        let g_ent = self.entropy.as_ref().and_then(upstream);
+        let inv_t = 1.0 / self.temperature;
+        let rows = self.rows;
+        let mut grad_h = Vec::new();
+        let mut grad_w: Option<Tensor<B::InnerBackend, 2>> = None;
+        for start in (0..n).step_by(rows) {
+            let end = (start + rows).min(n);
+            let c = end - start;
+            let col = |t: &Tensor<B::InnerBackend, 1>| t.clone().narrow(0, start, c).reshape([c, 1]);
+            let chunk = h.clone().slice([start..end, 0..hidden]);
+            let z = inner.project(chunk.clone());
+            let z = if inv_t == 1.0 { z } else { z.mul_scalar(inv_t) };
+            let logp = z - col(&self.lse);
+            let p = logp.clone().exp();
+            let g = col(&g_lp);
+            let dz = match (&g_ent, &self.entropy_values) {
+                // ∂H/∂z_j = −p_j (log p_j + H) / T.
+                (Some(ge), Some(ent)) => (p * ((logp + col(ent)) * col(ge) + g.clone())).neg(),
+                _ => {
+                    drop(logp);
+                    p * g.clone().neg()
+                }
+            };
+            let dz = dz.scatter(1, int2::<B>(&self.targets[start..end], &ad).inner(), g, IndexingUpdateOp::Add);
+            let dz = to_dtype(if inv_t == 1.0 { dz } else { dz.mul_scalar(inv_t) }, dtype);
+            let (gh, gw) = inner.backward(chunk, dz);
+            grad_h.push(gh);
+            let gw = to_f32(gw);
+            grad_w = Some(match grad_w {
+                Some(acc) => acc + gw,
+                None => gw,
+            });
+        }
+        let grad_h = if grad_h.len() == 1 { grad_h.pop().expect("one chunk") } else { Tensor::cat(grad_h, 0) };
+        let weight = match &model.lm_head {
+            Some(w) => w.val(),
+            None => model.embed_tokens.val(),
+        };
+        let grad_w = to_dtype(grad_w.expect("at least one row"), dtype);
+        (self.normed * Tensor::from_inner(grad_h)).sum() + (weight * Tensor::from_inner(grad_w)).sum()
+    }
+}
+
+/// The head's weight outside the graph.
+struct InnerHead<B: Backend> {
+    /// `[vocab, hidden]` (tied embeddings) or `[hidden, vocab]` (`lm_head`).
+    weight: Tensor<B, 2>,
+    tied: bool,
+}
+
+fn inner_model<B: AutodiffBackend>(model: &Qwen3<B>) -> InnerHead<B::InnerBackend> {
+    match &model.lm_head {
+        Some(w) => InnerHead { weight: w.val().inner(), tied: false },
+        None => InnerHead { weight: model.embed_tokens.val().inner(), tied: true },
+    }
+}
+
+impl<B: Backend> InnerHead<B> {
+    fn project(&self, normed: Tensor<B, 2>) -> Tensor<B, 2> {
+        let logits = if self.tied { normed.matmul(self.weight.clone().transpose()) } else { normed.matmul(self.weight.clone()) };
+        to_f32(logits)
+    }
+
+    /// `(∂h, ∂W)` of `z = h·Wᵀ` (tied) or `z = h·W` given `∂z` (both in the weights' dtype).
+    fn backward(&self, h: Tensor<B, 2>, dz: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
+        if self.tied {
+            (dz.clone().matmul(self.weight.clone()), dz.transpose().matmul(h))
+        } else {
+            (dz.clone().matmul(self.weight.clone().transpose()), h.transpose().matmul(dz))
+        }
+    }
+}

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Peer benchmark: arl against HF transformers / PyTorch eager on the same shapes and weights.
+
+    python3 scripts/bench/peer.py compare --arl target/release/arl --model small
+    python3 scripts/bench/peer.py compare --arl target/release/arl --model llama-135m --runs 2
+    python3 scripts/bench/peer.py compare --arl NEW/arl --arl-before OLD/arl --model small
+
+With `--arl-before`, a second arl binary (an older build) takes its turn in every round too
+(before, arl, peer, …) and the table gains its column and the ratios before/peer and arl/before.
+
+`compare` exports the model's weights with `arl bench export` (a preset's seeded random
+weights; a directory is used as it is), then runs, as separate processes taking turns
+(arl, peer, arl, peer, …, `--runs` pairs):
+
+- gen:   `arl bench gen` against HF `generate` (do_sample, temperature 1, no top-k/top-p,
+         exactly `--new-tokens` per row, KV cache) on the same random prompts;
+- score: `arl bench score` against a PyTorch eager GRPO step (forward, LM head on the last
+         `policy_frac · seq_len` positions, log-softmax + gather, clipped surrogate, backward,
+         `clip_grad_norm_(1.0)`, AdamW with torch's defaults at lr 1e-6) on the same random
+         sequences and advantages.
+
+It prints a Markdown table of medians with the ratio arl/peer (> 1: arl is faster; for memory
+< 1: arl uses less), and, as a correctness check of the step being timed, the warm-up step's
+loss and gradient norm on both sides. Each side reports its own timings (the model load is not
+timed) and the process's peak RSS (getrusage). Threads: torch gets `--threads` (default: all
+cores, as arl's thread pool).
+
+The peer side alone (`gen` / `score` sub-commands) prints one JSON line with arl's keys.
+Runs in the venv at $ARL_PEER_VENV (default ~/.cache/arl/venv-hf); if that has no
+torch/transformers, it is created with `pip install torch==2.9.0 transformers safetensors`
+(PyPI; the wheel brings CUDA packages but everything here runs on the CPU).
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VENV = Path(os.environ.get("ARL_PEER_VENV", Path.home() / ".cache/arl/venv-hf"))
+
+
+def ensure_venv():
+    py = VENV / "bin/python"
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    if not py.exists():
+        subprocess.check_call([sys.executable, "-m", "venv", str(VENV)])
+    if subprocess.run([str(py), "-c", "import torch, transformers, safetensors"], capture_output=True).returncode != 0:
+        subprocess.check_call([str(py), "-m", "pip", "install", "-q", "torch==2.9.0", "transformers", "safetensors"])
+    os.execv(str(py), [str(py), __file__, *sys.argv[1:]])
+
+
+def random_ids(rows, length, vocab, seed):
+    """arl's `bench::random_ids` (splitmix64), bit for bit."""
+    mask = (1 << 64) - 1
+    s = (seed + 0x9E3779B97F4A7C15) & mask
+    out = []
+    for _ in range(rows):
+        row = []
+        for _ in range(length):
+            s = (s + 0x9E3779B97F4A7C15) & mask
+            z = s
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+            z ^= z >> 31
+            row.append(z % vocab)
+        out.append(row)
+    return out
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / (1024 * 1024)
+
+
+def load(model_dir, threads, attn):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(threads)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn)
+    return torch, model
+
+
+def peer_gen(a):
+    torch, model = load(a.model_dir, a.threads, a.attn)
+    model.eval()
+    ids = torch.tensor(random_ids(a.batch, a.prompt_len, model.config.vocab_size, a.seed))
+    mask = torch.ones_like(ids)
+
+    def generate(n):
+        return model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=n,
+            min_new_tokens=n,
+            pad_token_id=0,
+        )
+
+    with torch.inference_mode():
+        torch.manual_seed(a.seed)
+        for _ in range(a.warmup):
+            generate(2)
+        t = time.perf_counter()
+        model(input_ids=ids, attention_mask=mask, use_cache=True)
+        prefill_s = time.perf_counter() - t
+        t = time.perf_counter()
+        out = generate(a.new_tokens)
+        total_s = time.perf_counter() - t
+    assert out.shape == (a.batch, a.prompt_len + a.new_tokens), out.shape
+    decode_s = max(total_s - prefill_s, 1e-9)
+    print(json.dumps({
+        "bench": "gen",
+        "side": "hf-generate",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "attn": a.attn,
+        "batch": a.batch,
+        "prompt_len": a.prompt_len,
+        "new_tokens": a.new_tokens,
+        "prefill_s": prefill_s,
+        "decode_s": decode_s,
+        "prefill_tokens_per_s": a.batch * a.prompt_len / prefill_s,
+        "decode_tokens_per_s": a.batch * (a.new_tokens - 1) / decode_s,
+        "new_tokens_per_s": a.batch * a.new_tokens / total_s,
+        "peak_rss_mb": peak_rss_mb(),
+    }))
+
+
+def peer_score(a):
+    torch, model = load(a.model_dir, a.threads, a.attn)
+    model.train()
+    b, l = a.batch, a.seq_len
+    n_pol = min(max(round(a.policy_frac * l), 1), l - 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    times = []
+    first = None
+    for step in range(a.steps + 1):
+        seqs = torch.tensor(random_ids(b, l, model.config.vocab_size, a.seed + step))
+        adv = torch.where(seqs % 2 == 0, 1.0, -1.0)[:, l - n_pol:]
+        t = time.perf_counter()
+        hidden = model.model(input_ids=seqs).last_hidden_state  # final norm applied
+        logits = model.lm_head(hidden[:, l - n_pol - 1:l - 1, :]).float()
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, seqs[:, l - n_pol:, None]).squeeze(-1)
+        ratio = torch.exp(lp - lp.detach())
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
+        loss = -surrogate.sum() / (b * n_pol)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        elapsed = time.perf_counter() - t
+        if step == 0:
+            first = (loss.item(), grad_norm.item())
+        else:
+            times.append(elapsed)
+    step_s = statistics.median(times) if times else float("nan")
+    print(json.dumps({
+        "bench": "score",
+        "side": "torch-eager",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "attn": a.attn,
+        "batch": b,
+        "seq_len": l,
+        "policy_frac": a.policy_frac,
+        "policy_tokens_per_row": n_pol,
+        "steps": len(times),
+        "step_s": step_s,
+        "tokens_per_s": b * l / step_s,
+        "first_loss": first[0],
+        "first_grad_norm": first[1],
+        "peak_rss_mb": peak_rss_mb(),
+    }))
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def compare(a):
+    arl = str(Path(a.arl).resolve())
+    before = str(Path(a.arl_before).resolve()) if a.arl_before else None
+    me = [sys.executable, str(Path(__file__).resolve())]
+    tmp = None
+    model_dir = a.model
+    if not Path(a.model).expanduser().is_dir():
+        tmp = tempfile.TemporaryDirectory(prefix="arl-peer-")
+        model_dir = tmp.name
+        run_json([arl, "bench", "export", "--model", a.model, "--out", model_dir])
+    model_dir = str(Path(model_dir).expanduser())
+    gen = ["--batch", str(a.batch), "--prompt-len", str(a.prompt_len), "--new-tokens", str(a.new_tokens), "--seed", str(a.seed)]
+    score = ["--batch", str(a.score_batch), "--seq-len", str(a.seq_len), "--policy-frac", str(a.policy_frac),
+             "--steps", str(a.steps), "--seed", str(a.seed)]
+    peer_common = ["--model-dir", model_dir, "--threads", str(a.threads), "--attn", a.attn]
+    pairs = []
+    if "gen" in a.what:
+        pairs.append(("gen", ["bench", "gen", "--model", model_dir, *gen], [*me, "gen", *peer_common, *gen]))
+    if "score" in a.what:
+        pairs.append(("score", ["bench", "score", "--model", model_dir, *score], [*me, "score", *peer_common, *score]))
+    results = {}
+    for name, arl_args, peer_cmd in pairs:
+        runs = []
+        for i in range(a.runs):
+            old = run_json([before, *arl_args]) if before else None
+            ours = run_json([arl, *arl_args])
+            theirs = run_json(peer_cmd)
+            runs.append((ours, theirs, old))
+            if old is not None:
+                print(f"# {name} run {i + 1}/{a.runs}: arl-before {json.dumps(old)}", file=sys.stderr)
+            print(f"# {name} run {i + 1}/{a.runs}: arl {json.dumps(ours)}", file=sys.stderr)
+            print(f"# {name} run {i + 1}/{a.runs}: peer {json.dumps(theirs)}", file=sys.stderr)
+        results[name] = runs
+    sides = "before, arl and peer" if before else "arl and peer"
+    print(f"model `{a.model}`; {a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
+          "above 1 the first is faster in tokens/s, below 1 it uses less memory")
+    print()
+    if before:
+        print("| bench | figure | arl before | arl | peer | before / peer | arl / peer | arl / before |")
+        print("|---|---|---|---|---|---|---|---|")
+    else:
+        print("| bench | figure | arl | peer | ratio |")
+        print("|---|---|---|---|---|")
+    keys = {
+        "gen": ["new_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "peak_rss_mb"],
+        "score": ["tokens_per_s", "peak_rss_mb"],
+    }
+
+    def ratio(xs, ys):
+        return statistics.median(x / y for x, y in zip(xs, ys))
+
+    for name, runs in results.items():
+        peer_name = "HF generate" if name == "gen" else "PyTorch eager"
+        for k in keys[name]:
+            ours = [r[0][k] for r in runs]
+            theirs = [r[1][k] for r in runs]
+            med = statistics.median
+            if before:
+                old = [r[2][k] for r in runs]
+                print(f"| {name} (vs {peer_name}) | {k} | {med(old):.4g} | {med(ours):.4g} | {med(theirs):.4g} | "
+                      f"{ratio(old, theirs):.3f} | {ratio(ours, theirs):.3f} | {ratio(ours, old):.3f} |")
+            else:
+                print(f"| {name} (vs {peer_name}) | {k} | {med(ours):.4g} | {med(theirs):.4g} | {ratio(ours, theirs):.3f} |")
+        if name == "score":
+            o, t, b = runs[0]
+            print()
+            old = f"before {b['first_loss']:.6f} / " if b else ""
+            old_g = f"before {b['first_grad_norm']:.6f} / " if b else ""
+            print(f"warm-up step: loss {old}arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
+                  f"grad norm {old_g}arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
+    if tmp:
+        tmp.cleanup()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    for name in ["gen", "score"]:
+        q = sub.add_parser(name)
+        q.add_argument("--model-dir", required=True)
+        q.add_argument("--batch", type=int, default=8 if name == "gen" else 4)
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--threads", type=int, default=os.cpu_count())
+        q.add_argument("--attn", default="sdpa")
+        q.add_argument("--warmup", type=int, default=1)
+        if name == "gen":
+            q.add_argument("--prompt-len", type=int, default=64)
+            q.add_argument("--new-tokens", type=int, default=64)
+        else:
+            q.add_argument("--seq-len", type=int, default=512)
+            q.add_argument("--policy-frac", type=float, default=0.25)
+            q.add_argument("--steps", type=int, default=3)
+    q = sub.add_parser("compare")
+    q.add_argument("--arl", required=True, help="the arl binary (a release build)")
+    q.add_argument("--arl-before", help="an older arl binary to run in the same rounds (before/after)")
+    q.add_argument("--model", required=True, help="arl preset name or HF model directory")
+    q.add_argument("--what", default="gen,score")
+    q.add_argument("--runs", type=int, default=3)
+    q.add_argument("--batch", type=int, default=8)
+    q.add_argument("--prompt-len", type=int, default=64)
+    q.add_argument("--new-tokens", type=int, default=64)
+    q.add_argument("--score-batch", type=int, default=4)
+    q.add_argument("--seq-len", type=int, default=512)
+    q.add_argument("--policy-frac", type=float, default=0.25)
+    q.add_argument("--steps", type=int, default=3)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--threads", type=int, default=os.cpu_count())
+    q.add_argument("--attn", default="sdpa")
+    a = p.parse_args()
+    {"gen": peer_gen, "score": peer_score, "compare": compare}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    ensure_venv()
+    main()
