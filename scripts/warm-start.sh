@@ -9,13 +9,17 @@
 #
 # Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
-# REPEATS [1], SFT_STEPS [48], SFT_BATCH [8], SFT_LR [5e-5], EVAL_N [4].
+# REPEATS [1], SFT_STEPS [16], SFT_BATCH [8], SFT_LR [2e-4], EVAL_N [4], LORA [1: both stages
+# train one LoRA adapter on the frozen base, GRPO continuing SFT's; 0: full weights],
+# MICRO [2: rows per micro-batch in both stages; a whole batch of ~1k-token episodes at once
+# needs over 20 GB on the CPU].
 # Extra arguments go to `arl run` (the GRPO stage): --steps, --prompts, --group-size, --lr ….
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/warm-start.sh ENV OUT [arl run flags…]" >&2; exit 2; }
 env=$1 out=$2; shift 2
 arl=${ARL:-arl} model=${MODEL:-smollm2-135m} backend=${BACKEND:-cpu}
 noise=${NOISE:---wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1}
+lora=""; [ "${LORA:-1}" = 1 ] && lora=--lora
 mkdir -p "$out"
 
 # A stage's folder: done (results.json), cut off (run.json without results: resume), or new.
@@ -34,14 +38,14 @@ echo "== 3/4 SFT on the transcripts → $out/sft"
 s=$(stage "$out/sft")
 if [ "$s" != skip ]; then
     [ "$s" = new ] && s=""
-    "$arl" sft --data "$out/oracle.jsonl" --model "$model" --backend "$backend" --steps "${SFT_STEPS:-48}" \
-        --batch-size "${SFT_BATCH:-8}" --lr "${SFT_LR:-5e-5}" --out "$out/sft" $s
+    "$arl" sft --data "$out/oracle.jsonl" --model "$model" --backend "$backend" --steps "${SFT_STEPS:-16}" \
+        --batch-size "${SFT_BATCH:-8}" --lr "${SFT_LR:-2e-4}" --micro "${MICRO:-2}" --out "$out/sft" $lora $s
 fi
 
 echo "== 4/4 GRPO from the SFT checkpoint → $out/grpo (its before is the SFT model, its after GRPO's)"
 s=$(stage "$out/grpo")
 if [ "$s" != skip ]; then
     [ "$s" = new ] && s=""
-    "$arl" run --env "$env" --model "$out/sft/checkpoints/final" --backend "$backend" --eval-n "${EVAL_N:-4}" --out "$out/grpo" $s "$@"
+    "$arl" run --env "$env" --model "$out/sft/checkpoints/final" --backend "$backend" --eval-n "${EVAL_N:-4}" --micro "${MICRO:-2}" --out "$out/grpo" $lora $s "$@"
 fi
 echo "done: $out/base.json, $out/sft/results.json, $out/grpo/results.json"
