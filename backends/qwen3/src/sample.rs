@@ -86,21 +86,29 @@ pub fn generate_cached<B: Backend>(
 
     // Prefill each distinct prompt once, on top of what is cached.
     let plan = Plan::new(prompts, cache);
-    let (job_kv, job_logits) = plan.run(model, prompts, cache, &mut timings);
     let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let pads: Vec<usize> = prompts.iter().map(|x| p - x.len()).collect();
-    let mut kv = KvCache::new(model.config.num_hidden_layers);
     let cap = p + opts.max_new_tokens - 1;
-    kv.allocate(b, model.config.num_key_value_heads, cap, model.config.head_dim, p, &device, model.dtype());
-    for (r, &j) in plan.job_of_row.iter().enumerate() {
-        kv.write_row(r, pads[r], &job_kv[j]);
-    }
-    drop(job_kv);
-    let mut logits = if plan.job_of_row.iter().enumerate().all(|(r, &j)| r == j) {
-        job_logits
+    let (mut kv, mut logits) = if plan.all_new_and_distinct() {
+        // Nothing to share: the prefill's own cache, reserved at the decode capacity, is the
+        // decode cache (its padding keys are masked there as in the prefill).
+        let suffixes: Vec<&[u32]> = prompts.iter().map(|x| x.as_slice()).collect();
+        prefill_cache(model, None, &suffixes, cap, &mut timings)
     } else {
-        let rows = plan.job_of_row.iter().map(|&j| j as i64).collect();
-        job_logits.select(0, Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [b]), &device))
+        let (job_kv, job_logits) = plan.run(model, prompts, cache, &mut timings);
+        let mut kv = KvCache::new(model.config.num_hidden_layers);
+        kv.allocate(b, model.config.num_key_value_heads, cap, model.config.head_dim, p, &device, model.dtype());
+        for (r, &j) in plan.job_of_row.iter().enumerate() {
+            kv.write_row(r, pads[r], &job_kv[j]);
+        }
+        drop(job_kv);
+        let logits = if plan.job_of_row.iter().enumerate().all(|(r, &j)| r == j) {
+            job_logits
+        } else {
+            let rows = plan.job_of_row.iter().map(|&j| j as i64).collect();
+            job_logits.select(0, Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [b]), &device))
+        };
+        (kv, logits)
     };
 
     let mut active: Vec<usize> = (0..b).collect(); // original row of each batch row
@@ -207,6 +215,13 @@ impl Plan {
         Self { jobs, job_of_row, shared }
     }
 
+    /// Every row its own job, prefilled from scratch (no cached base, no shared prefix).
+    fn all_new_and_distinct(&self) -> bool {
+        self.shared.is_none()
+            && self.jobs.iter().all(|&(_, base)| base == Base::None)
+            && self.job_of_row.iter().enumerate().all(|(r, &j)| r == j)
+    }
+
     /// Each job's keys and values (compact, `prompt.len()` positions) and last logits `[jobs, vocab]`.
     fn run<B: Backend>(
         &self,
@@ -277,15 +292,31 @@ fn prefill<B: Backend>(
     suffixes: &[&[u32]],
     timings: &mut GenTimings,
 ) -> (Vec<RowKv<B>>, Tensor<B, 2>) {
+    let c = base.and_then(|b| b.first()).map_or(0, |(k, _)| k.dims()[2]);
+    let s = suffixes.iter().map(|x| x.len()).max().unwrap_or(0);
+    let (cache, logits) = prefill_cache(model, base, suffixes, c + s, timings);
+    let rows = suffixes.iter().enumerate().map(|(r, x)| cache.row_positions(r, (0..c).chain(c + s - x.len()..c + s))).collect();
+    (rows, logits)
+}
+
+/// The prefill of [`prefill`], returning its cache (room for `capacity ≥ c + s` positions;
+/// row `r` holds the base, then its suffix left-padded to `s`) and the last logits.
+fn prefill_cache<B: Backend>(
+    model: &Qwen3<B>,
+    base: Option<&[(Tensor<B, 4>, Tensor<B, 4>)]>,
+    suffixes: &[&[u32]],
+    capacity: usize,
+    timings: &mut GenTimings,
+) -> (KvCache<B>, Tensor<B, 2>) {
     let device = model.device();
     let c = base.and_then(|b| b.first()).map_or(0, |(k, _)| k.dims()[2]);
     let j = suffixes.len();
     let s = suffixes.iter().map(|x| x.len()).max().unwrap_or(0);
     let pads: Vec<usize> = suffixes.iter().map(|x| s - x.len()).collect();
     timings.prefill_tokens += suffixes.iter().map(|x| x.len()).sum::<usize>();
-    let mut cache = KvCache::with_capacity(model.config.num_hidden_layers, c + s);
+    let mut cache = KvCache::with_capacity(model.config.num_hidden_layers, capacity);
     if let Some(base) = base {
-        cache.allocate(j, model.config.num_key_value_heads, c + s, model.config.head_dim, c, &device, model.dtype());
+        cache.allocate(j, model.config.num_key_value_heads, capacity, model.config.head_dim, c, &device, model.dtype());
         for r in 0..j {
             cache.write_row(r, 0, base);
         }
@@ -307,8 +338,7 @@ fn prefill<B: Backend>(
     let hidden = model.hidden(&padded, &positions, Some(bias), Some(&mut cache));
     let last: Vec<i64> = (0..j).map(|r| (r * s + s - 1) as i64).collect();
     let logits = model.head(hidden.select(0, Tensor::<B, 1, Int>::from_data(TensorData::new(last, [j]), &device)));
-    let rows = pads.iter().enumerate().map(|(r, &pad)| cache.row_positions(r, (0..c).chain(c + pad..c + s))).collect();
-    (rows, logits)
+    (cache, logits)
 }
 
 /// Draw one token for each batch row (`active[i]` is its original row, whose stream it uses).
