@@ -103,7 +103,7 @@ fn prompts_dropped_for_length_and_identical_rewards_are_counted_per_step() {
     let line = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     let m: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
     let dropped = m["prompts_over_budget"].as_u64().unwrap();
-    assert!(dropped > 0 && dropped % 2 == 0, "whole groups of long prompts are dropped: {m}");
+    assert!(dropped > 0 && dropped.is_multiple_of(2), "whole groups of long prompts are dropped: {m}");
     assert_eq!(Some(dropped), m["finish"]["prompt_budget"].as_u64(), "{m}");
     // A dropped prompt's group has reward 0 throughout: equal, but not identical-nonzero.
     let zero_var = m["zero_variance_groups"].as_f64().unwrap();
