@@ -5,7 +5,7 @@
 # whole script is resumable: run it again after a crash.
 #
 #   scripts/warm-start.sh ENV OUT [arl run flags…]
-#   scripts/warm-start.sh edit runs/edit-warm --backend tch
+#   BACKEND=tch scripts/warm-start.sh edit runs/edit-warm --steps 20 --prompts 8 --group-size 4
 #
 # Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
