@@ -5,6 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::rng::SplitMix64;
+
 /// Attempts and successes on one task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCount {
@@ -148,7 +150,7 @@ fn resample_means(x: &[f64], b: &Bootstrap) -> Vec<f64> {
     }
     let mut rng = SplitMix64(b.seed);
     let t = x.len() as u64;
-    (0..b.resamples).map(|_| (0..t).map(|_| x[rng.below(t) as usize]).sum::<f64>() / t as f64).collect()
+    (0..b.resamples).map(|_| (0..t).map(|_| x[below(&mut rng, t) as usize]).sum::<f64>() / t as f64).collect()
 }
 
 /// Percentile interval with linear interpolation between order statistics (numpy's
@@ -168,22 +170,9 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
-/// A small seeded generator (splitmix64); statistics only, not cryptography.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (Lemire's multiply-shift; the bias is below 2^-40 for our n).
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
+/// Uniform in 0..n from `rng` (Lemire's multiply-shift; the bias is below 2^-40 for our n).
+fn below(rng: &mut SplitMix64, n: u64) -> u64 {
+    ((rng.next_u64() as u128 * n as u128) >> 64) as u64
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod message;
 pub mod oracle;
 pub mod policy;
 pub mod registry;
+pub mod rng;
 pub mod sandbox;
 pub mod task;
 pub mod tool;

@@ -456,14 +456,6 @@ pub fn plural(n: usize, noun: &str) -> String {
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).
 pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
-    let mut s = seed ^ 0x5eed;
-    for i in (1..n).rev() {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        v.swap(i, (z % (i as u64 + 1)) as usize);
-    }
+    crate::rng::SplitMix64(seed ^ 0x5eed).shuffle(&mut v);
     v
 }

@@ -77,22 +77,10 @@ pub fn read(path: &Path, system: Option<&str>) -> Result<Vec<Item>, String> {
 
 /// A seeded `frac` of the items held out (at least one when `frac` > 0), the rest for training.
 pub fn split(mut items: Vec<Item>, frac: f64, seed: u64) -> (Vec<Item>, Vec<Item>) {
-    let mut state = seed ^ 0x5851_f42d_4c95_7f2d;
-    for i in (1..items.len()).rev() {
-        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
-        items.swap(i, j);
-    }
+    arl_core::rng::SplitMix64(seed ^ 0x5851_f42d_4c95_7f2d).shuffle(&mut items);
     let n = if frac > 0.0 { ((items.len() as f64 * frac).round() as usize).max(1) } else { 0 };
     let train = items.split_off(n.min(items.len()));
     (train, items)
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -1,18 +1,16 @@
-//! A tiny deterministic generator (splitmix64): task generation depends on the seed only.
+//! The bank's seeded generator (arl-core's splitmix64): task generation depends on the seed only.
 
-pub struct Rng(u64);
+use arl_core::rng::SplitMix64;
+
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x9e37_79b9_7f4a_7c15)
+        Self(SplitMix64(seed ^ 0x9e37_79b9_7f4a_7c15))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (n > 0; the modulo bias is irrelevant here).
@@ -21,9 +19,7 @@ impl Rng {
     }
 
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
+        self.0.shuffle(items)
     }
 }
 

@@ -64,11 +64,7 @@ impl SumEnv {
     fn pairs(&self) -> Vec<(u32, u32)> {
         let m = self.options.max_operand;
         let mut pairs: Vec<(u32, u32)> = (0..=m).flat_map(|a| (0..=m).map(move |b| (a, b))).collect();
-        let mut state = self.seed ^ 0x9e37_79b9_7f4a_7c15;
-        for i in (1..pairs.len()).rev() {
-            let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
-            pairs.swap(i, j);
-        }
+        arl_core::rng::SplitMix64(self.seed ^ 0x9e37_79b9_7f4a_7c15).shuffle(&mut pairs);
         pairs
     }
 }
@@ -153,14 +149,6 @@ fn first_integer(text: &str) -> Option<u64> {
     let start = text.find(|c: char| c.is_ascii_digit())?;
     let digits: String = text[start..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
