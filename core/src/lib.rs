@@ -48,7 +48,7 @@ pub use message::{Message, Role};
 pub use oracle::{OracleNoise, OracleTurn};
 pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
-pub use sandbox::{Job, JobFile, JobOutcome, Limits, Sandbox, ShellSupport};
+pub use sandbox::{Job, JobFile, JobOutcome, Limits, PYTEST_AT, Sandbox, ShellSupport, pytest_dir};
 pub use task::{Split, Task};
 pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace, dispatch};
 

@@ -2,6 +2,7 @@
 //! misbehaves is an [`JobOutcome`], never an error of the caller: only a sandbox that
 //! cannot start a job at all returns [`SandboxError`](crate::SandboxError).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -97,11 +98,30 @@ pub struct ShellSupport {
     pub python_path: Vec<String>,
 }
 
+/// Where a sandbox shows its jobs the installed pytest (read-only).
+pub const PYTEST_AT: &str = "/opt/arl/site-packages";
+
+/// The pytest (with its pure-Python dependencies) `scripts/setup/pytest.sh` installs, when it
+/// is there: `$ARL_PYTEST_DIR`, else `~/.cache/arl/assets/pytest/site-packages`.
+pub fn pytest_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("ARL_PYTEST_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/arl/assets/pytest/site-packages"),
+    };
+    dir.join("pytest").join("__init__.py").is_file().then_some(dir)
+}
+
 pub trait Sandbox: Send + Sync {
     fn name(&self) -> &str;
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError>;
     /// What a job may use of a real shell; `None` (the default): no shell, Python only.
     fn shell(&self) -> Option<&ShellSupport> {
+        None
+    }
+    /// Where a sandbox without a shell (`wasm`) lets every job import real pytest and its
+    /// dependencies from (a read-only directory of the job's filesystem); `None` (the default):
+    /// nowhere, and a gym runs its tests with its own runner.
+    fn python_packages(&self) -> Option<&str> {
         None
     }
 }

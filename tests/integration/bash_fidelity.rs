@@ -150,6 +150,52 @@ fn normalize(text: &str) -> String {
     out
 }
 
+/// `arl env replay` of `calls` on [`TASK`] under `sandbox`: each call's status and text (timings
+/// normalized), and the replay's JSON.
+fn replay_calls(dir: &Path, sandbox: &str, calls: &[Value]) -> (Vec<(String, String)>, Value) {
+    let file = dir.join(format!("calls-{sandbox}.json"));
+    std::fs::write(&file, Value::Array(calls.to_vec()).to_string()).unwrap();
+    let max_turns = (calls.len() + 1).to_string();
+    let out = arl(&[
+        "env",
+        "replay",
+        "--task",
+        TASK,
+        "--plain-names",
+        "--sandbox",
+        sandbox,
+        "--max-turns",
+        &max_turns,
+        "--calls",
+        file.to_str().unwrap(),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let outcomes = doc["turns"].as_array().unwrap()[..calls.len()]
+        .iter()
+        .map(|t| {
+            let o = &t["observations"][0]["outcome"];
+            (o["status"].as_str().unwrap().to_string(), normalize(o["text"].as_str().unwrap()))
+        })
+        .collect();
+    (outcomes, doc)
+}
+
+fn bash(command: &str) -> Value {
+    json!({"name": "Bash", "arguments": {"command": command}})
+}
+
+/// [`replay_calls`] of one `Bash` call per command, each of which must be an ordinary
+/// observation (not a failed call).
+fn replay_commands(dir: &Path, sandbox: &str, commands: &[&str]) -> (Vec<String>, Value) {
+    let calls: Vec<Value> = commands.iter().map(|c| bash(c)).collect();
+    let (outcomes, doc) = replay_calls(dir, sandbox, &calls);
+    for ((status, text), command) in outcomes.iter().zip(commands) {
+        assert_eq!(status, "ok", "`{command}` under {sandbox}: {text}");
+    }
+    (outcomes.into_iter().map(|(_, text)| text).collect(), doc)
+}
+
 #[test]
 fn the_real_shell_reads_like_bash_and_pytest_on_the_host() {
     let dir = scratch_dir("bash-fidelity");
@@ -160,35 +206,7 @@ fn the_real_shell_reads_like_bash_and_pytest_on_the_host() {
     for name in ["count_positive.py", "test_count_positive.py"] {
         std::fs::copy(task.join(name), repo.join(name)).unwrap();
     }
-    let script: Vec<Value> = CORPUS.iter().map(|c| json!({"name": "Bash", "arguments": {"command": c}})).collect();
-    let calls = dir.join("calls.json");
-    std::fs::write(&calls, Value::Array(script).to_string()).unwrap();
-    let max_turns = (CORPUS.len() + 1).to_string();
-    let out = arl(&[
-        "env",
-        "replay",
-        "--task",
-        TASK,
-        "--plain-names",
-        "--sandbox",
-        "rlimit",
-        "--max-turns",
-        &max_turns,
-        "--calls",
-        calls.to_str().unwrap(),
-    ])
-    .unwrap_or_else(|e| panic!("{e}"));
-    let doc: Value = serde_json::from_str(&out).unwrap();
-    let replayed: Vec<String> = doc["turns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let o = &t["observations"][0]["outcome"];
-            assert_eq!(o["status"], "ok", "{t:#}");
-            normalize(o["text"].as_str().unwrap())
-        })
-        .collect();
+    let (replayed, doc) = replay_commands(&dir, "rlimit", CORPUS);
     let host = host_observations(&repo, &dir.join("host").join("bin"));
     assert_eq!(replayed.len(), CORPUS.len());
     let mut differ = Vec::new();
@@ -203,4 +221,91 @@ fn the_real_shell_reads_like_bash_and_pytest_on_the_host() {
     assert_eq!(doc["stats"]["malformed_calls"], 0);
     // The shell's edit came back: the fixed source is graded.
     assert_eq!(doc["reward"], 1.0, "{:#}", doc["stats"]);
+}
+
+/// The pytest commands of [`CORPUS`] that need no shell syntax: under `wasm` they run real
+/// pytest in the WASI CPython (no shell), and must read as under `rlimit`'s real shell but for
+/// the differences README.md's table lists and [`wasm_pytest_differences_are_the_documented_ones`]
+/// shows: the header's `platform` line (and nothing that needs the cache of an earlier call).
+const PYTEST_CORPUS: &[&str] = &[
+    "pytest",
+    "pytest -q",
+    "pytest -x",
+    "pytest -xvs",
+    "pytest -xq",
+    "pytest -vvv",
+    "pytest --maxfail=1",
+    "pytest -W error -q",
+    "pytest -k mixed -q",
+    "pytest -k nothing -q",
+    "pytest --collect-only -q",
+    "pytest --tb=short -q",
+    "pytest --tb=line -q",
+    "pytest -rA -q",
+    "python -m pytest -q test_count_positive.py::test_mixed",
+    "pytest -q test_count_positive.py && echo never",
+    "python -c 'import pytest; print(pytest.__version__)'",
+    "pytest --no-such-flag",
+    "python -m pytest --no-such-flag",
+];
+
+/// The header's interpreter line (`platform linux -- Python 3.11.2, …` against `platform wasi
+/// -- Python 3.12.0, …`) out.
+fn without_platform(text: &str) -> String {
+    text.lines().map(|l| if l.starts_with("platform ") { "platform <P>" } else { l }).collect::<Vec<_>>().join("\n")
+}
+
+/// A second test file, one of whose tests fails against the task's (buggy) function.
+const FAILING_TEST: &str = "from count_positive import count_positive\n\n\ndef test_zero():\n    assert count_positive([0]) == 0\n\n\ndef test_one():\n    assert count_positive([1]) == 1\n";
+
+#[test]
+fn wasm_runs_real_pytest_that_reads_like_the_real_shells() {
+    let dir = scratch_dir("bash-fidelity-wasm");
+    let mut calls = vec![json!({"name": "Write", "arguments": {"file_path": "/repo/test_zero.py", "content": FAILING_TEST}})];
+    calls.extend(PYTEST_CORPUS.iter().map(|c| bash(c)));
+    let (rlimit, _) = replay_calls(&dir, "rlimit", &calls);
+    let (wasm, doc) = replay_calls(&dir, "wasm", &calls);
+    assert!(wasm[1].1.contains("test session starts") && wasm[1].1.contains("platform wasi -- Python 3.12"), "{}", wasm[1].1);
+    assert!(wasm[1].1.contains("FAILURES") && wasm[1].1.contains("1 failed, 2 passed"), "{}", wasm[1].1);
+    let mut differ = Vec::new();
+    for (i, command) in PYTEST_CORPUS.iter().enumerate() {
+        let (r, w) = (&rlimit[i + 1], &wasm[i + 1]);
+        if r.0 != w.0 || without_platform(&r.1) != without_platform(&w.1) {
+            differ.push(format!("`{command}`:\n--- rlimit ({})\n{}\n--- wasm ({})\n{}", r.0, r.1, w.0, w.1));
+        }
+    }
+    assert!(differ.is_empty(), "{} of {} commands differ:\n{}", differ.len(), PYTEST_CORPUS.len(), differ.join("\n"));
+    assert_eq!((&doc["stats"]["failed_calls"], &doc["stats"]["malformed_calls"]), (&json!(0), &json!(0)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rows of README.md's table of the `wasm` shell's differences from `rlimit`'s real one.
+#[test]
+fn wasm_pytest_differences_are_the_documented_ones() {
+    let dir = scratch_dir("bash-differences-wasm");
+    let calls = [
+        json!({"name": "Write", "arguments": {"file_path": "/repo/test_zero.py", "content": FAILING_TEST}}),
+        // 1: the header names the interpreter.
+        bash("pytest"),
+        // 2: no cache between calls under wasm, so `--lf` has nothing to rerun.
+        bash("pytest --lf"),
+        // 3: files a program writes come back under rlimit only.
+        bash("python -c \"open('made.txt', 'w').write('x')\" && ls"),
+        // 4: shell syntax beyond `&&`, `;` and `2>&1` is a failed call under wasm.
+        bash("pytest -q | tail -1"),
+    ];
+    let (rlimit, _) = replay_calls(&dir, "rlimit", &calls);
+    let (wasm, _) = replay_calls(&dir, "wasm", &calls);
+    assert!(rlimit.iter().all(|(status, _)| status == "ok"), "{rlimit:#?}");
+    let (r, w) = (|i: usize| rlimit[i].1.as_str(), |i: usize| wasm[i].1.as_str());
+    assert!(r(1).contains("platform linux -- Python 3.") && r(1).contains("1 failed, 2 passed"), "{}", r(1));
+    assert!(w(1).contains("platform wasi -- Python 3.12.0") && w(1).contains("1 failed, 2 passed"), "{}", w(1));
+    assert!(r(2).contains("run-last-failure: rerun previous 1 failure") && r(2).contains("1 failed in"), "{}", r(2));
+    assert!(w(2).contains("run-last-failure: no previously failed tests") && w(2).contains("1 failed, 2 passed"), "{}", w(2));
+    assert!(r(3).contains("made.txt"), "{}", r(3));
+    assert_eq!(wasm[3].0, "ok");
+    assert!(!w(3).contains("made.txt"), "{}", w(3));
+    assert!(r(4).contains("1 failed, 2 passed") && !r(4).contains("FAILURES"), "{}", r(4));
+    assert_eq!(wasm[4].0, "failed", "{}", w(4));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arl_core::config::SandboxConfig;
-use arl_core::{Job, JobOutcome, Limits, Sandbox, SandboxError};
+use arl_core::{Job, JobOutcome, Limits, PYTEST_AT, Sandbox, SandboxError};
 use wasmtime::{Config, Engine, InstancePre, Linker, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
@@ -24,12 +24,18 @@ pub struct WasmSettings {
     pub limits: Limits,
     /// The WASI CPython; `None` picks [`default_python_wasm`].
     pub python_wasm: Option<PathBuf>,
+    /// A host directory of pure-Python packages (real pytest and its dependencies,
+    /// `scripts/setup/pytest.sh`) preopened read-only at [`PYTEST_AT`] in every job; `None`:
+    /// none.
+    pub site_packages: Option<PathBuf>,
 }
 
 impl WasmSettings {
+    /// The config's limits and interpreter, and the pytest `scripts/setup/pytest.sh`
+    /// installed, when it is there.
     pub fn from_config(config: &SandboxConfig) -> Self {
         let python_wasm = (!config.python_wasm.is_empty()).then(|| PathBuf::from(&config.python_wasm));
-        Self { limits: config.limits(), python_wasm }
+        Self { limits: config.limits(), python_wasm, site_packages: arl_core::pytest_dir() }
     }
 }
 
@@ -127,6 +133,10 @@ impl Sandbox for WasmSandbox {
         "wasm"
     }
 
+    fn python_packages(&self) -> Option<&str> {
+        self.settings.site_packages.as_ref().map(|_| PYTEST_AT)
+    }
+
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError> {
         let limits = clamp(&job.limits, &self.settings.limits);
         let dir = JobDir::create(job)?;
@@ -142,6 +152,10 @@ impl Sandbox for WasmSandbox {
         }
         wasi.preopened_dir(&dir.0, "/", FsPerms::ReadWrite)
             .map_err(|e| SandboxError::Setup(format!("preopening {}: {e}", dir.0.display())))?;
+        if let Some(packages) = &self.settings.site_packages {
+            wasi.preopened_dir(packages, PYTEST_AT, FsPerms::ReadOnly)
+                .map_err(|e| SandboxError::Setup(format!("preopening {}: {e}", packages.display())))?;
+        }
 
         let start = Instant::now();
         let own = job.files.len() as u64 + job.files.iter().map(|f| f.path.matches('/').count() as u64).sum::<u64>();

@@ -71,20 +71,11 @@ pub const TOOLS: &[&str] = &[
     "yes",
 ];
 
-/// Where the job's root has the installed pytest (read-only).
-pub const PYTEST_AT: &str = "/opt/arl/site-packages";
+/// Where the job's root has the installed pytest (read-only), and where it is on the host.
+pub use arl_core::{PYTEST_AT, pytest_dir};
 
 /// Where the job's `repo/` directory is also seen.
 pub const REPO: &str = "/repo";
-
-/// The pytest `scripts/setup/pytest.sh` installs (`ARL_PYTEST_DIR` overrides the place).
-pub fn pytest_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("ARL_PYTEST_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".cache/arl/assets/pytest/site-packages"),
-    };
-    dir.join("pytest").join("__init__.py").is_file().then_some(dir)
-}
 
 /// The host paths of the shell and its tools, with their libraries; `None` without bash.
 pub fn shell_binds() -> Option<(PathBuf, Vec<PathBuf>)> {

@@ -40,11 +40,13 @@ pub fn smoke(
     let rendered = check_schemas(env, codec, first)?;
     log(&format!("smoke: tool schemas render: {}", rendered.join(", ")));
     let scripted = if config.env.name == "tools" {
-        let lines = check_tool_calls(env, first, config)?;
-        for line in &lines {
-            log(&format!("smoke: {line}"));
+        let calls = check_tool_calls(env, first, config)?;
+        for c in &calls {
+            let output = c["output"].as_str().unwrap_or_default();
+            let first_line: String = output.lines().next().unwrap_or("").chars().take(80).collect();
+            log(&format!("smoke: tool {} {}: ok ({first_line})", c["call"]["name"].as_str().unwrap_or_default(), c["call"]["arguments"]));
         }
-        lines
+        calls
     } else {
         log(&format!("smoke: scripted tool calls: skipped (only the `tools` env has a script; this is `{}`)", config.env.name));
         Vec::new()
@@ -121,7 +123,8 @@ fn check_schemas(env: &dyn Env, codec: &dyn ChatCodec, task: &Task) -> anyhow::R
 /// Read then Edit (a no-op change: a trailing comment), Write (a new file) then Bash (ls,
 /// python on it, pytest) on the task's repository: each pair one turn of a fresh episode (so
 /// any `env.max_turns` ≥ 2 and `max_calls_per_turn` ≥ 2 will do); each call must succeed.
-fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::Result<Vec<String>> {
+/// Each call with its whole observation, for `smoke.json` (the console shows its first line).
+fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::Result<Vec<Value>> {
     if config.env.max_turns < 2 || config.env.max_calls_per_turn < 2 {
         return Err(crate::usage!("--smoke's scripted tool calls need env.max_turns ≥ 2 and env.max_calls_per_turn ≥ 2"));
     }
@@ -138,7 +141,7 @@ fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::R
         ],
         vec![write.clone(), json!({"name": "Bash", "arguments": {"command": "ls"}})],
         vec![write, json!({"name": "Bash", "arguments": {"command": "python smoke_check.py"}})],
-        vec![read, json!({"name": "Bash", "arguments": {"command": "pytest -q"}})],
+        vec![read, json!({"name": "Bash", "arguments": {"command": "pytest"}})],
     ];
     let tools = env.tools();
     let mut lines = Vec::new();
@@ -151,9 +154,8 @@ fn check_tool_calls(env: &dyn Env, task: &Task, config: &RunConfig) -> anyhow::R
             bail!("expected {} results for {text}, got {}", calls.len(), results.len());
         }
         for (call, result) in calls.iter().zip(&results) {
-            let first_line: String = result.outcome.text().lines().next().unwrap_or("").chars().take(80).collect();
             match &result.outcome {
-                ToolOutcome::Ok(_) => lines.push(format!("tool {} {}: ok ({first_line})", result.name, call["arguments"])),
+                ToolOutcome::Ok(text) => lines.push(json!({"call": call, "status": "ok", "output": text})),
                 other => bail!("scripted call {call} did not succeed: {other:?}"),
             }
         }

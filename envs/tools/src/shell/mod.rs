@@ -4,10 +4,12 @@
 //!
 //! - `python FILE.py [ARGS…]`, `python -c CODE` (also `python3`): run in the [`Sandbox`]
 //!   (`arl_core::Sandbox`) with a copy of the repository;
-//! - `pytest [-q] [-v] [-x] [-s] [--tb=STYLE] [-k EXPR] [PATH[::TEST]…]` and
-//!   `python -m pytest …`: the repository's `test_*.py` / `*_test.py` files run by arl's
-//!   test runner in the sandbox (pytest itself is not installed), printed the way pytest
-//!   prints ([`pytest`]);
+//! - `pytest …` and `python -m pytest …`: real pytest where the sandbox offers it
+//!   ([`arl_core::Sandbox::python_packages`]: `wasm` with `scripts/setup/pytest.sh` run), with
+//!   the repository at `/repo` and any arguments (pytest is importable by `python` too);
+//!   otherwise `pytest [-q] [-v] [-x] [-s] [--tb=STYLE] [-k EXPR] [PATH[::TEST]…]` runs the
+//!   repository's `test_*.py` / `*_test.py` files with arl's test runner, printed the way
+//!   pytest prints ([`pytest`]);
 //! - read-only `ls`, `cat`, `head`, `tail`, `grep`, `wc`, and `pwd`, `cd /repo`, `echo`
 //!   ([`text`]).
 //!
@@ -143,7 +145,7 @@ impl Shell<'_, '_> {
         let args = &argv[1..];
         match argv[0].as_str() {
             "python" | "python3" => python::python(self, args),
-            "pytest" => pytest::pytest(self, args),
+            "pytest" => pytest::pytest(self, args, false),
             "ls" => text::ls(self, args),
             "cat" => text::cat(self, args),
             "head" => text::head_tail(self, args, true),

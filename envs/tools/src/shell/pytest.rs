@@ -1,4 +1,6 @@
-//! `pytest` / `python -m pytest` over the repository's test files, run by arl's runner
+//! `pytest` / `python -m pytest` where the shell is emulated (`wasm`). With real pytest in the
+//! sandbox ([`arl_core::Sandbox::python_packages`]) it is that pytest (`real_pytest`,
+//! `runner/pytest_main.py`). Without, the repository's test files run by arl's runner
 //! (`runner/pytest_runner.py`) in the sandbox and printed the way pytest prints: progress
 //! dots (or `-v` lines), failures with the compared values, a summary line, pytest's exit
 //! codes (0 passed, 1 failed, 2 collection error, 5 nothing collected).
@@ -151,7 +153,14 @@ fn collect(sh: &Shell<'_, '_>, paths_given: &[String]) -> Result<Vec<Value>, Str
     Ok(out.into_iter().map(|(path, tests)| json!({"path": path, "tests": tests})).collect())
 }
 
-pub fn pytest(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
+/// `pytest ARGS` (`module`: `python -m pytest ARGS`).
+pub fn pytest(sh: &mut Shell<'_, '_>, args: &[String], module: bool) -> Exec {
+    if let Some(packages) = sh.ctx.sandbox.python_packages() {
+        let packages = packages.to_string();
+        // The program name pytest's usage messages show, as in a real shell.
+        let prog = if module { "__main__.py" } else { "pytest" };
+        return real_pytest(sh, args, &packages, prog);
+    }
     let options = match parse(args) {
         Ok(o) => o,
         Err(message) => return Exec::usage(message),
@@ -181,6 +190,38 @@ pub fn pytest(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
             }
             exec
         }
+        Err(e) => super::python::sandbox_failed(sh, "pytest", &e),
+    }
+}
+
+const MAIN: &str = include_str!("../runner/pytest_main.py");
+const MAIN_ENTRY: &str = "arl_pytest_main.py";
+
+/// Real pytest, importable from `packages` in a sandbox without a shell (`wasm`): the
+/// repository at `/repo`, the model's arguments as given, pytest's own output and exit code.
+fn real_pytest(sh: &mut Shell<'_, '_>, args: &[String], packages: &str, prog: &str) -> Exec {
+    sh.ctx.stats.bump(c::TEST_RUNS);
+    let mut files: Vec<arl_core::JobFile> = sh
+        .ctx
+        .workspace
+        .files
+        .iter()
+        .map(|(path, contents)| arl_core::JobFile { path: format!("repo/{path}"), contents: contents.clone() })
+        .collect();
+    files.push(arl_core::JobFile { path: MAIN_ENTRY.into(), contents: MAIN.into() });
+    // pytest's logging plugin opens /dev/null; WASI has no devices, so it is an empty file.
+    files.push(arl_core::JobFile { path: "dev/null".into(), contents: String::new() });
+    let mut job_args = vec![packages.to_string(), prog.to_string()];
+    job_args.extend(args.iter().cloned());
+    let job = Job {
+        files,
+        entry: MAIN_ENTRY.into(),
+        args: job_args,
+        stdin: None,
+        limits: Limits { wall_timeout: sh.timeout, ..Limits::default() },
+    };
+    match sh.ctx.sandbox.run(&job) {
+        Ok(outcome) => program_exec(&outcome),
         Err(e) => super::python::sandbox_failed(sh, "pytest", &e),
     }
 }

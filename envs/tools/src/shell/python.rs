@@ -21,7 +21,7 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
             return Exec::usage("python: there is no interactive interpreter here; run a file (python FILE.py) or python -c CODE".into());
         }
         Some("-m") => match args.get(i + 1).map(String::as_str) {
-            Some("pytest") => return pytest::pytest(sh, &args[i + 2..]),
+            Some("pytest") => return pytest::pytest(sh, &args[i + 2..], true),
             Some(module) => return Exec::usage(format!("python -m {module}: only `python -m pytest` is available in this shell")),
             None => return Exec::usage("python: -m needs a module name".into()),
         },
@@ -46,8 +46,14 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
     sh.ctx.stats.bump(c::PYTHON_RUNS);
     let mut job_args = vec![kind.to_string(), target];
     job_args.extend(rest.iter().cloned());
+    // Where the sandbox has real pytest without a shell (wasm), it is importable, as the real
+    // shell's PYTHONPATH makes it.
+    let runner = match sh.ctx.sandbox.python_packages() {
+        Some(packages) => format!("import sys\nsys.path.append({packages:?})\n{RUN_PYTHON}"),
+        None => RUN_PYTHON.to_string(),
+    };
     let job = Job {
-        files: job_files(sh.ctx.workspace, &[(RUN_ENTRY, RUN_PYTHON)]),
+        files: job_files(sh.ctx.workspace, &[(RUN_ENTRY, &runner)]),
         entry: RUN_ENTRY.into(),
         args: job_args,
         stdin: Some(String::new()),
