@@ -2,9 +2,11 @@
 //! WebAssembly (WASI preview 1) inside wasmtime, in this process, on the calling thread.
 //!
 //! Per job: a fresh temporary directory holding copies of the job's files (deleted
-//! afterwards), preopened read-write as the guest's `/` — the only host directory the guest
-//! can name (the standard library is embedded in `python.wasm`, so nothing else is
-//! preopened); `python -I -S -B <entry>` with an environment of only `PATH`, `HOME` (`/`) and
+//! afterwards), preopened read-write as the guest's `/` — the only writable host directory the
+//! guest can name (the standard library is embedded in `python.wasm`); where
+//! `scripts/setup/pytest.sh` installed real pytest, its `site-packages` is also preopened,
+//! read-only, at `/opt/arl/site-packages` (`Sandbox::python_packages`; nothing else is);
+//! `python -I -S -B <entry>` with an environment of only `PATH`, `HOME` (`/`) and
 //! `LANG`; no sockets (WASI preview 1 cannot open one; wasmtime-wasi's network is left
 //! denied); no processes (WASI has no fork, exec or signals). The same [`Limits`] as `rlimit`:
 //! linear memory through a [`wasmtime::ResourceLimiter`] (`memory_bytes`); the wall clock

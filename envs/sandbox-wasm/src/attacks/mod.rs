@@ -131,6 +131,57 @@ fn the_job_sees_only_its_own_directory_as_root() {
     assert!(up == "['made.txt', 'main.py']" || up.starts_with("refused"), "`/..` is `/` or nothing: {out:?}");
 }
 
+/// With pytest preopened (`WasmSettings::site_packages`, as `from_config` sets it where
+/// `scripts/setup/pytest.sh` ran): the packages are importable and read-only, and lead nowhere.
+#[test]
+fn attack_the_preopened_site_packages_are_read_only() {
+    let packages = arl_core::pytest_dir().expect("no pytest in ~/.cache/arl/assets/pytest; run scripts/setup/pytest.sh");
+    let limits = Limits { cpu_seconds: 20, wall_timeout: Duration::from_secs(60), ..Limits::default() };
+    let settings = WasmSettings { site_packages: Some(packages.clone()), limits: limits.clone(), ..WasmSettings::default() };
+    let sandbox = WasmSandbox::new(settings).unwrap();
+    assert_eq!(sandbox.python_packages(), Some(arl_core::PYTEST_AT));
+    let code = r#"
+import os, sys
+sp = "/opt/arl/site-packages"
+sys.path.insert(0, sp)
+import pytest
+print("import", pytest.__version__)
+print(sorted(os.listdir("/")))
+for what, act in [
+    ("create", lambda: open(sp + "/evil.py", "w").write("x")),
+    ("overwrite", lambda: open(sp + "/pytest/__init__.py", "w").write("x")),
+    ("append", lambda: open(sp + "/pytest/__init__.py", "a").write("x")),
+    ("mkdir", lambda: os.mkdir(sp + "/d")),
+    ("remove", lambda: os.remove(sp + "/pytest/__init__.py")),
+    ("rename", lambda: os.rename(sp + "/pytest/__init__.py", "/stolen.py")),
+]:
+    try:
+        act()
+        print(what, "done")
+    except OSError as e:
+        print(what, "refused")
+try:
+    print("escape", sorted(os.listdir(sp + "/../../..")))
+except OSError:
+    print("escape refused")
+"#;
+    let job = Job { files: vec![JobFile { path: "main.py".into(), contents: code.into() }], ..Job::python("main.py", Vec::new()) };
+    let before = std::fs::read(packages.join("pytest/__init__.py")).unwrap();
+    let out = sandbox.run(&Job { limits, ..job }).unwrap();
+    assert_nothing_outlived();
+    let got: Vec<&str> = out.stdout.lines().collect();
+    assert!(got.first().is_some_and(|l| l.starts_with("import 9.")), "{out:?}");
+    assert_eq!(got.get(1).copied(), Some("['main.py']"), "{out:?}");
+    for what in ["create", "overwrite", "append", "mkdir", "remove", "rename"] {
+        assert!(got.contains(&format!("{what} refused").as_str()), "{what}: {out:?}");
+    }
+    // `..` above the packages is the job's own root at most.
+    let escape = got.iter().find(|l| l.starts_with("escape")).copied().unwrap_or_default();
+    assert!(escape == "escape refused" || escape == "escape ['main.py']", "{out:?}");
+    assert_eq!(std::fs::read(packages.join("pytest/__init__.py")).unwrap(), before);
+    assert!(!packages.join("evil.py").exists() && !packages.join("d").exists());
+}
+
 #[test]
 fn attack_fork_does_not_exist() {
     // WASI has no processes: `os.fork` is absent and subprocess cannot start anything.
