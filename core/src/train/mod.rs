@@ -9,6 +9,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod eval;
 pub mod metrics;
+pub mod offpolicy;
 pub mod preflight;
 pub mod rollout;
 pub mod run_dir;
