@@ -300,8 +300,7 @@ fn a_resumed_async_run_trains_every_task_of_an_uninterrupted_one_once() {
         let dir = arl_tests::scratch_dir("async-whole");
         run(&mut policy, &config(6, 1, 2), &dir);
         std::fs::remove_dir_all(&dir).unwrap();
-        let scored = policy.scored.lock().unwrap().clone();
-        scored
+        policy.scored.lock().unwrap().clone()
     };
     let dir = arl_tests::scratch_dir("async-resume");
     let mut first = Recording::new();

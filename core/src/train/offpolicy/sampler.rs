@@ -242,3 +242,66 @@ impl Policy for Versioned<'_> {
         self.current.policy.prefill_tokens().map(|n| n + self.prefilled_before)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers every prompt with its own version id and counts prompt tokens as prefilled.
+    struct Fixed {
+        id: u32,
+        prefilled: u64,
+    }
+
+    impl Policy for Fixed {
+        fn generate(&mut self, prompts: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+            self.prefilled += prompts.iter().map(|p| p.len() as u64).sum::<u64>();
+            Ok(prompts
+                .iter()
+                .map(|_| Generation { ids: vec![self.id], sampler_logprobs: vec![0.0], finish: crate::policy::FinishReason::Stop })
+                .collect())
+        }
+        fn score(&self, _: &[Vec<u32>], _: Option<&[Vec<usize>]>, _: ScoreParams) -> Result<Scores, PolicyError> {
+            Err(PolicyError("not used".into()))
+        }
+        fn prefill_tokens(&self) -> Option<u64> {
+            Some(self.prefilled)
+        }
+    }
+
+    fn published(version: u32) -> Published {
+        Published { version, policy: Box::new(Fixed { id: 100 + version, prefilled: 0 }) }
+    }
+
+    /// Two turns of one round with weights published between them: `(ids of turn 1, of turn
+    /// 2, oldest version, newest version, prefill counts after each turn)`.
+    fn two_turns(background: bool) -> (u32, u32, u32, u32, [u64; 2]) {
+        let shared = Shared::new(1);
+        let mut v = Versioned { current: published(3), oldest: 3, shared: &shared, background, prefilled_before: 0 };
+        let p = SamplingParams::default();
+        let first = v.generate(&[vec![1, 2, 3]], &p).unwrap()[0].ids[0];
+        let after_first = v.prefill_tokens().unwrap();
+        shared.publish(published(4));
+        let second = v.generate(&[vec![1, 2, 3, 4, 5]], &p).unwrap()[0].ids[0];
+        (first, second, v.oldest, v.current.version, [after_first, v.prefill_tokens().unwrap()])
+    }
+
+    #[test]
+    fn background_sync_swaps_weights_between_turns_and_keeps_the_oldest_version() {
+        assert_eq!(two_turns(true), (103, 104, 3, 4, [3, 8]), "the prefill count keeps growing across the swap");
+        assert_eq!(two_turns(false), (103, 103, 3, 3, [3, 8]), "sync keeps the round's weights");
+    }
+
+    #[test]
+    fn a_stop_request_fails_the_next_turn_and_slots_count_groups_in_flight() {
+        let shared = Shared::new(2);
+        let mut v = Versioned { current: published(0), oldest: 0, shared: &shared, background: false, prefilled_before: 0 };
+        shared.lock().in_flight = 2;
+        shared.lock().free_slots = 0;
+        shared.release();
+        assert_eq!((shared.in_flight(), shared.lock().free_slots), (1, 1));
+        shared.stop();
+        let err = v.generate(&[vec![1]], &SamplingParams::default()).unwrap_err();
+        assert_eq!(err.to_string(), "policy: the rollout thread was stopped");
+    }
+}
