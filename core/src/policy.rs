@@ -173,6 +173,19 @@ pub trait TrainablePolicy: Policy {
         Err(PolicyError(format!("this policy cannot resume training from {}", dir.display())))
     }
 
+    /// A sampler of the weights as they are now, which another thread can own: async
+    /// off-policy training (`trainer.max_steps_off_policy`) rolls out with it while the
+    /// trainer keeps stepping. Later optimizer steps do not change it (a versioned snapshot,
+    /// not a view); on the same device it may share the weights' memory. The default cannot
+    /// make one.
+    fn snapshot(&self) -> Result<Box<dyn Policy + Send>, PolicyError> {
+        Err(PolicyError(
+            "this policy cannot hand a snapshot of its weights to a sampling thread (TrainablePolicy::snapshot); \
+             unset trainer.max_steps_off_policy to train in lockstep"
+                .into(),
+        ))
+    }
+
     /// Delete what [`TrainablePolicy::save_state`] wrote beyond the weights (the optimizer
     /// state, often twice the weights' size) from an older checkpoint; the weights stay.
     fn drop_state(&self, _dir: &std::path::Path) -> Result<(), PolicyError> {

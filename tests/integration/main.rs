@@ -16,6 +16,7 @@ mod lm_head;
 mod lora;
 mod losses;
 mod new_env;
+mod offpolicy;
 mod own_loop;
 mod process_env;
 mod qwen3;

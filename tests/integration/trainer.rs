@@ -13,7 +13,7 @@ use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
 
 /// A byte-level codec for the 512-token test model: one id per byte, 511 ends a turn.
-struct Bytes;
+pub(crate) struct Bytes;
 
 const STOP: u32 = 511;
 
@@ -79,7 +79,7 @@ impl LettersSession {
     }
 }
 
-fn trainer() -> QwenTrainer {
+pub(crate) fn trainer() -> QwenTrainer {
     QwenTrainer::load("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default()).unwrap()
 }
 
@@ -95,7 +95,7 @@ fn rollout_opts(seed: u64) -> RolloutOptions {
     }
 }
 
-fn grpo() -> (Box<dyn arl_core::PolicyLoss>, Box<dyn arl_core::AdvantageFn>) {
+pub(crate) fn grpo() -> (Box<dyn arl_core::PolicyLoss>, Box<dyn arl_core::AdvantageFn>) {
     arl_plugins::link();
     let loss = (registry::get::<LossPlugin>("grpo").unwrap().build)(&LossConfig::default()).unwrap();
     let adv = (registry::get::<AdvantagePlugin>("grpo").unwrap().build)(&Default::default()).unwrap();

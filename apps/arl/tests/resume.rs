@@ -3,7 +3,8 @@
 //! is deterministic: the killed child's env blocks in step 3's rollout (its 9th episode), so
 //! it is always killed after writing the step-2 checkpoint and before step 3 ends. A bf16 run
 //! resumed after two steps continues in bf16 and takes the uninterrupted run's step 3, and so
-//! does a LoRA run, from its adapter-only checkpoint.
+//! does a LoRA run, from its adapter-only checkpoint. An async run killed with a group in
+//! flight resumes without losing or repeating it.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
 //! calls `arl_cli::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
@@ -237,6 +238,63 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
     let changed = run(&b, &["--resume", "--set", "trainer.lr=2e-3"]);
     let err = String::from_utf8_lossy(&changed.stderr);
     assert!(!changed.status.success() && err.contains("`trainer.lr`"), "{err}");
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+/// Async training (`trainer.max_steps_off_policy = 1`, one group in flight) killed mid-flight:
+/// the rollout thread blocks in the group it started for step 3, after the trainer wrote the
+/// step-2 checkpoint with that group in flight. The resumed run discards the group, counts it,
+/// samples its task again under the step-2 weights, and its data positions follow on from the
+/// checkpoint's with nothing skipped or taken twice, as in an uninterrupted run.
+#[test]
+fn an_async_run_killed_with_a_group_in_flight_resumes_without_losing_it() {
+    let asynchronous = ["--set", "trainer.max_steps_off_policy=1", "--set", "loss.decoupled=true"];
+    let a = out_dir("async-a");
+    let run_a = command(&a, &asynchronous).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let b = out_dir("async-b");
+    // Episodes 0–3 are step 1's group, 4–7 step 2's, 8– the group in flight during step 2.
+    let mut child = command(&b, &asynchronous).env(BLOCK_VAR, "8").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let marker = b.join("checkpoints/step-00002/trainer_state.json");
+    let t0 = Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(300), "no step-2 checkpoint");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("run B ended before the kill: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "run B must still be running (its rollout thread is blocked)");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    assert_eq!((state["tasks_used"].as_u64(), state["groups_in_flight"].as_u64()), (Some(2), Some(1)), "{state}");
+    let done = run_a.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+
+    let resumed = run(&b, &["--set", "trainer.max_steps_off_policy=1", "--set", "loss.decoupled=true", "--resume"]);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(
+        log.contains("after step 2") && log.contains("1 group in flight at the checkpoint discarded; their tasks are sampled again"),
+        "{log}"
+    );
+    let (whole, after) = (steps(&a), steps(&b));
+    assert_eq!((whole.len(), after.len()), (3, 3));
+    let positions = |s: &[serde_json::Value]| -> Vec<(u64, u64)> {
+        s.iter().map(|m| (m["off_policy"]["tasks_from"].as_u64().unwrap(), m["off_policy"]["tasks_to"].as_u64().unwrap())).collect()
+    };
+    assert_eq!(positions(&after), [(0, 1), (1, 2), (2, 3)], "contiguous: no task skipped or taken twice");
+    assert_eq!(positions(&after), positions(&whole), "the same data as the uninterrupted run");
+    assert_eq!(after[2]["off_policy"]["discarded_in_flight"], 1);
+    assert_eq!(after[2]["episodes"], 4, "the discarded group's task was sampled again and trained");
+    // Resampled under the step-2 weights, the group is fresh; uninterrupted, it was one step stale.
+    assert_eq!(after[2]["off_policy"]["staleness"].as_object().unwrap().keys().collect::<Vec<_>>(), ["0"]);
+    assert_eq!(whole[2]["off_policy"]["staleness"].as_object().unwrap().keys().collect::<Vec<_>>(), ["1"]);
+    for (x, y) in whole.iter().zip(&after).take(2) {
+        assert_same_metrics(x, y);
+    }
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }

@@ -282,6 +282,13 @@ impl TrainablePolicy for QwenTrainer {
         })
     }
 
+    /// A [`crate::QwenPolicy`] on the inner (no-autodiff) module: it shares the weights'
+    /// tensors, which an optimizer step replaces rather than writes, so it keeps sampling the
+    /// weights of the moment it was taken (its own, empty prefix cache).
+    fn snapshot(&self) -> Result<Box<dyn Policy + Send>, PolicyError> {
+        Ok(Box::new(crate::QwenPolicy::new(self.inference())))
+    }
+
     fn discard_gradients(&mut self) {
         self.pending_heads.take();
         self.optim.zero_grad();

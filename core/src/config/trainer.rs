@@ -62,6 +62,23 @@ pub struct TrainerConfig {
     /// Recompute activations in the backward pass instead of storing them (burn's balanced
     /// checkpointing): less memory, more compute.
     pub gradient_checkpointing: bool,
+    /// Async off-policy training. Unset: lockstep (roll out, then update, one after the
+    /// other). Set to k: a rollout thread keeps sampling with a snapshot of the weights while
+    /// the trainer steps, and a step trains only groups sampled by weights at most k steps
+    /// older than its own; older groups are dropped (counted in `dropped_stale_groups`). 0
+    /// overlaps sampling with the update but trains only groups started under the current
+    /// weights.
+    pub max_steps_off_policy: Option<u32>,
+    /// Groups the rollout thread may have started that the trainer has not yet taken (a
+    /// group takes a slot when its rollout starts and frees it when the trainer takes it,
+    /// trained or dropped); unset: `prompts`. Only with `max_steps_off_policy`.
+    pub groups_in_flight: Option<u32>,
+    /// When the rollout thread takes newly published weights: `sync`, at the start of its
+    /// next rollout round (every episode of a round sampled by one version); `background`, as
+    /// soon as they are published, between the turns of running episodes (an episode counts
+    /// from the oldest version that sampled any of its round's turns). Only with
+    /// `max_steps_off_policy`.
+    pub weight_sync: WeightSync,
     /// Continue from the last checkpoint in `output.dir` (`--resume`): weights, optimizer
     /// state, metrics so far; the configuration must match the checkpoint's.
     pub resume: bool,
@@ -92,6 +109,9 @@ impl Default for TrainerConfig {
             overlong_buffer: 0,
             overlong_penalty: 1.0,
             gradient_checkpointing: false,
+            max_steps_off_policy: None,
+            groups_in_flight: None,
+            weight_sync: WeightSync::Sync,
             resume: false,
         }
     }
@@ -107,7 +127,23 @@ pub enum LrSchedule {
     Cosine,
 }
 
+/// When async sampling takes new weights (`trainer.weight_sync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightSync {
+    /// Between rollout rounds.
+    #[default]
+    Sync,
+    /// Between the turns of running episodes (in-flight weight updates).
+    Background,
+}
+
 impl TrainerConfig {
+    /// Groups the rollout thread may have in flight: `groups_in_flight`, else `prompts`.
+    pub fn groups_in_flight(&self) -> u32 {
+        self.groups_in_flight.unwrap_or(self.prompts)
+    }
+
     /// The learning rate of `step` (0-based) under the schedule.
     pub fn lr_at(&self, step: u32) -> f64 {
         if step < self.warmup_steps {

@@ -127,6 +127,7 @@ fn ranges(c: &RunConfig) -> Result<(), ConfigError> {
     need("trainer.weight_decay", t.weight_decay, AtLeast(0.0))?;
     need("trainer.max_sampling_attempts", t.max_sampling_attempts.into(), AtLeast(1.0))?;
     need("trainer.overlong_penalty", t.overlong_penalty, AtLeast(0.0))?;
+    need_opt("trainer.groups_in_flight", t.groups_in_flight, AtLeast(1.0))?;
     if c.output.dir.trim().is_empty() {
         return Err(ConfigError::Invalid { key: "output.dir".into(), message: "is empty; valid: a directory path".into() });
     }
@@ -158,6 +159,16 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
     }
     if t.warmup_steps > 0 && t.warmup_steps >= t.steps {
         return Err(out_of_range("trainer.warmup_steps", t.warmup_steps, format!("0 to {}", t.steps - 1), "fewer than trainer.steps"));
+    }
+    if t.max_steps_off_policy.is_none() {
+        let lockstep = "is set but trainer.max_steps_off_policy is not (lockstep training has no rollout thread); \
+                        set trainer.max_steps_off_policy or unset it";
+        if t.groups_in_flight.is_some() {
+            return Err(invalid("trainer.groups_in_flight", lockstep));
+        }
+        if t.weight_sync != super::WeightSync::Sync {
+            return Err(invalid("trainer.weight_sync", lockstep));
+        }
     }
     if let Some(n) = m.max_new_tokens
         && n > m.max_episode_tokens
@@ -456,6 +467,20 @@ mod tests {
                 "config key `trainer.overlong_buffer`: 11 is out of range; valid: 0 to 10 (sampling.max_response_tokens)",
             ),
             (&["output.dir=\" \""], "config key `output.dir`: is empty; valid: a directory path"),
+            (
+                &["trainer.max_steps_off_policy=1", "trainer.groups_in_flight=0"],
+                "config key `trainer.groups_in_flight`: 0 is out of range; valid: ≥ 1",
+            ),
+            (
+                &["trainer.groups_in_flight=8"],
+                "config key `trainer.groups_in_flight`: is set but trainer.max_steps_off_policy is not (lockstep training has no \
+                 rollout thread); set trainer.max_steps_off_policy or unset it",
+            ),
+            (
+                &["trainer.weight_sync=\"background\""],
+                "config key `trainer.weight_sync`: is set but trainer.max_steps_off_policy is not (lockstep training has no \
+                 rollout thread); set trainer.max_steps_off_policy or unset it",
+            ),
         ];
         for (sets, want) in cases {
             assert_eq!(check(sets).unwrap_err(), *want, "{sets:?}");
@@ -467,5 +492,7 @@ mod tests {
         check(&[]).unwrap();
         check(&["trainer.grad_clip=0", "trainer.min_lr_ratio=1", "sampling.top_p=1", "trainer.steps=5", "trainer.warmup_steps=4"]).unwrap();
         check(&["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=8", "trainer.micro=1"]).unwrap();
+        check(&["trainer.max_steps_off_policy=0"]).unwrap();
+        check(&["trainer.max_steps_off_policy=2", "trainer.groups_in_flight=12", "trainer.weight_sync=\"background\""]).unwrap();
     }
 }

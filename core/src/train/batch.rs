@@ -130,6 +130,34 @@ pub fn collect(
     reward_terms: Option<&RewardTerms<'_>>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<StepBatch, TrainError> {
+    let mut groups = |n: usize, base: usize, attempt: u32| -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+        let tasks = next_tasks(n);
+        let specs: Vec<(Task, usize)> =
+            tasks.iter().enumerate().flat_map(|(j, t)| (0..opts.group_size).map(move |_| (t.clone(), base + j))).collect();
+        let ropts = RolloutOptions {
+            sampling: SamplingParams {
+                seed: rollout_opts.sampling.seed ^ (attempt as u64).wrapping_mul(0xa076_1d64_78bd_642f),
+                ..rollout_opts.sampling.clone()
+            },
+            ..rollout_opts.clone()
+        };
+        rollout(env, codec, policy, &specs, &ropts, progress)
+    };
+    collect_from(&mut groups, advantage, opts, reward_terms)
+}
+
+/// Where a batch's groups come from: `groups(n, base, attempt)` returns the episodes of `n`
+/// complete groups, their `group` fields `base..base + n`, for rollout round `attempt`.
+pub type GroupSource<'a> = dyn FnMut(usize, usize, u32) -> Result<(Vec<Episode>, RolloutStats), TrainError> + 'a;
+
+/// As [`collect`], with the groups from `groups`: a fresh rollout ([`collect`]), or the
+/// groups an async rollout thread has finished (`train::offpolicy`).
+pub fn collect_from(
+    groups: &mut GroupSource<'_>,
+    advantage: &dyn AdvantageFn,
+    opts: &BatchOptions,
+    reward_terms: Option<&RewardTerms<'_>>,
+) -> Result<StepBatch, TrainError> {
     let filter = opts.skip_zero_variance || opts.max_sampling_attempts > 1;
     let mut sampled: Vec<Episode> = Vec::new();
     let mut shaped: Vec<f64> = Vec::new();
@@ -141,21 +169,11 @@ pub fn collect(
         let want = opts.prompts - kept_groups.len().min(opts.prompts);
         // The first round samples a full batch; resampling rounds only what is missing.
         let n = if stats.attempts == 0 { opts.prompts } else { want };
-        let tasks = next_tasks(n);
         let base = stats.groups_sampled;
-        let specs: Vec<(Task, usize)> =
-            tasks.iter().enumerate().flat_map(|(j, t)| (0..opts.group_size).map(move |_| (t.clone(), base + j))).collect();
-        let ropts = RolloutOptions {
-            sampling: SamplingParams {
-                seed: rollout_opts.sampling.seed ^ (stats.attempts as u64).wrapping_mul(0xa076_1d64_78bd_642f),
-                ..rollout_opts.sampling.clone()
-            },
-            ..rollout_opts.clone()
-        };
-        let (episodes, r) = rollout(env, codec, policy, &specs, &ropts, progress)?;
+        let (episodes, r) = groups(n, base, stats.attempts)?;
         merge(&mut rstats, &r);
         stats.attempts += 1;
-        stats.groups_sampled += tasks.len();
+        stats.groups_sampled += n;
         let extra = match reward_terms {
             Some(terms) => terms(&episodes)?,
             None => vec![0.0; episodes.len()],
@@ -167,7 +185,7 @@ pub fn collect(
             shaped.push(e.reward + penalty + x);
         }
         sampled.extend(episodes);
-        for g in base..base + tasks.len() {
+        for g in base..base + n {
             // DAPO filters on correctness (`filter_groups.metric = acc`), not on the shaped reward.
             let rewards: Vec<f64> = sampled.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
             let flat = rewards.windows(2).all(|w| w[0] == w[1]);
@@ -207,7 +225,7 @@ pub fn collect(
     Ok(StepBatch { sampled, train, advantages, rollout: rstats, stats })
 }
 
-fn merge(into: &mut RolloutStats, r: &RolloutStats) {
+pub(crate) fn merge(into: &mut RolloutStats, r: &RolloutStats) {
     into.episodes += r.episodes;
     into.generated_tokens += r.generated_tokens;
     into.generate_seconds += r.generate_seconds;

@@ -51,12 +51,21 @@ pub struct TrainerState {
     /// checkpoints of the folder's own run. Unset in checkpoints older than run ids.
     #[serde(default)]
     pub run_id: Option<String>,
+    /// Async training: groups the rollout thread had started and the trainer not yet taken
+    /// when this was written. They are not in `tasks_used`, so a resumed run discards them
+    /// and samples their tasks again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub groups_in_flight: usize,
     /// An SFT run's own progress (`arl sft`; its RL fields above stay empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sft: Option<super::sft::SftProgress>,
 }
 
 pub const STATE_FILE: &str = "trainer_state.json";
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
 
 /// Keys that may differ between the checkpoint's run and the resuming one.
 const MAY_DIFFER: &[&str] = &["trainer.resume", "trainer.checkpoint_every", "trainer.keep_checkpoints", "output.dir", "output.checkpoints"];
@@ -271,6 +280,7 @@ mod tests {
             wall_seconds: 0.0,
             tasks_used: 0,
             run_id: None,
+            groups_in_flight: 0,
             sft: None,
         };
         std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();

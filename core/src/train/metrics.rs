@@ -95,6 +95,10 @@ pub struct StepMetrics {
     /// each cost its episode the reward (counter `sandbox_exhausted`).
     #[serde(default)]
     pub sandbox_exhausted: u64,
+    /// Async off-policy training's waits, drops, staleness and groups in flight (with
+    /// `trainer.max_steps_off_policy`; absent in lockstep).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off_policy: Option<super::offpolicy::OffPolicyMetrics>,
 }
 
 impl StepMetrics {
@@ -127,6 +131,10 @@ impl StepMetrics {
         );
         if let Some(eta) = eta_s {
             line += &format!("  eta {}", duration(eta));
+        }
+        if let Some(a) = &self.off_policy {
+            let stale = a.staleness.keys().next_back().copied().unwrap_or(0);
+            line += &format!("  staleness ≤{stale}  dropped_stale {}  train_wait {}", a.dropped_stale_groups, duration(a.train_wait_s));
         }
         if self.sandbox_exhausted > 0 {
             line += &format!("  sandbox_exhausted {}", self.sandbox_exhausted);

@@ -1,14 +1,16 @@
 //! The RL loop, written only against arl-core's traits: [`rollout`] samples episodes
 //! token-in/token-out, [`update`] turns them into gradient steps, [`eval`] measures pass@1 on
 //! held-out tasks, [`checkpoint`] saves and resumes a run, and [`trainer`] composes them into
-//! a run. Each is a public building block, so a researcher can write their own loop; `arl run`
-//! is only the default composition. [`sft`] is supervised fine-tuning on chat data with the
+//! a run ([`offpolicy`]: its rollout thread when `trainer.max_steps_off_policy` is set). Each
+//! is a public building block, so a researcher can write their own loop; `arl run` is only the
+//! default composition. [`sft`] is supervised fine-tuning on chat data with the
 //! same pieces (`arl sft`).
 
 pub mod batch;
 pub mod checkpoint;
 pub mod eval;
 pub mod metrics;
+pub mod offpolicy;
 pub mod preflight;
 pub mod rollout;
 pub mod run_dir;

@@ -171,6 +171,7 @@ mod tests {
             wall_seconds: 0.0,
             tasks_used: 0,
             run_id: run_id.map(str::to_string),
+            groups_in_flight: 0,
             sft: None,
         };
         std::fs::write(d.join(checkpoint::STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();

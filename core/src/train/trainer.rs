@@ -15,6 +15,7 @@ use super::batch::{BatchOptions, Overlong, RewardTerms, collect, kl_penalty};
 use super::checkpoint::{self, TrainerState};
 use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
+use super::offpolicy::{self, AsyncSampling};
 use super::rollout::RolloutOptions;
 use super::update::{UpdateOptions, recompute_logprobs, update_with_reference};
 use crate::chat::ChatCodec;
@@ -136,10 +137,13 @@ pub fn train(
     let update_opts = update_options(config, loss, &rollout_opts);
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path).map_err(TrainError::at(&metrics_path))?;
-    let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used) = match resumed {
-        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used),
-        None => (0, Vec::new(), BTreeMap::new(), 0.0, 0),
+    let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used, resumed_in_flight) = match resumed {
+        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used, s.groups_in_flight),
+        None => (0, Vec::new(), BTreeMap::new(), 0.0, 0, 0),
     };
+    if resumed_in_flight > 0 {
+        log(&format!("{} in flight at the checkpoint discarded; their tasks are sampled again", plural(resumed_in_flight, "group")));
+    }
     // A resumed run rewrites the lines of the steps it keeps (a killed process may have
     // logged a step it never checkpointed).
     for m in &steps {
@@ -154,6 +158,7 @@ pub fn train(
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used,
         run_id: run_id.clone(),
+        groups_in_flight: 0,
         sft: None,
     };
     // KL in the reward: the reference scores each round's episodes before advantages.
@@ -169,85 +174,152 @@ pub fn train(
         }
         _ => None,
     };
+    if let Some(k) = config.trainer.max_steps_off_policy {
+        let l = &config.loss;
+        let corrected = l.decoupled || l.tis.is_some() || l.icepop.is_some() || l.kpop.is_some();
+        log(&format!(
+            "async sampling: groups up to {} old train, {} in flight, weights taken {}{}",
+            plural(k as usize, "step"),
+            config.trainer.groups_in_flight(),
+            match config.trainer.weight_sync {
+                crate::config::WeightSync::Sync => "between rollout rounds",
+                crate::config::WeightSync::Background => "between turns",
+            },
+            if k > 0 && !corrected {
+                "; note: no off-policy correction is set, so stale groups train as if the current weights sampled them \
+                 (set loss.decoupled=true, loss.tis or loss.icepop)"
+            } else {
+                ""
+            }
+        ));
+    }
     // The data position: tasks are handed out in `order`, round after round.
     let mut cursor = tasks_used;
     let loop_start = Instant::now();
     let mut last_checkpoint: Option<PathBuf> = checkpoint::latest_of(out_dir, run_id.as_deref())?.map(|(dir, _)| dir);
     let mut non_finite_in_a_row = 0u32;
-    for step in first_step..config.trainer.steps {
-        let t0 = Instant::now();
-        let opts = RolloutOptions {
-            sampling: SamplingParams {
-                seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9),
-                ..rollout_opts.sampling.clone()
-            },
-            ..rollout_opts.clone()
-        };
-        let stage = format!("step {}/{total_steps} rollout", step + 1);
-        let mut next_tasks = |n: usize| {
-            let tasks: Vec<Task> = (0..n).map(|j| train_tasks[order[(cursor + j) % order.len()]].clone()).collect();
-            cursor += n;
-            tasks
-        };
-        let batch = collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
-            progress(&stage, d, t)
-        })?;
-        let update_stage = format!("step {}/{total_steps} update", step + 1);
-        progress(&update_stage, 0, 1);
-        let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
-        let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
-        progress(&update_stage, 1, 1);
-        let episodes = &batch.sampled;
-        let rstats = &batch.rollout;
-        let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
-        m.lr = opts.lr;
-        for e in episodes {
-            super::metrics::sum_counters(&mut tool_stats, e);
-        }
-        writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
-        metrics_file.flush().map_err(TrainError::at(&metrics_path))?;
-        let done_here = (step + 1 - first_step) as f64;
-        let per_step = loop_start.elapsed().as_secs_f64() / done_here;
-        let eta = per_step * (total_steps - step - 1) as f64;
-        log(&m.console_line(total_steps, earlier_seconds + start.elapsed().as_secs_f64(), Some(eta)));
-        let b = &batch.stats;
-        if b.groups_sampled > 0 && b.groups_zero_variance == b.groups_sampled {
-            log(&format!("no gradient this step: all {} had equal rewards", plural(b.groups_sampled, "group")));
-        }
-        let bad = m.non_finite_updates;
-        steps.push(m);
-        if bad > 0 {
-            non_finite_in_a_row += 1;
-            log(&format!(
-                "step {}/{total_steps}: non-finite loss or gradient; skipped {bad} of {} optimizer steps (their weights unchanged); \
-                 {non_finite_in_a_row} such step(s) in a row",
-                step + 1,
-                bad + upd.optimizer_steps,
-            ));
-            if non_finite_in_a_row >= MAX_NON_FINITE_STEPS {
-                let kept = match &last_checkpoint {
-                    Some(dir) => format!("the last good checkpoint is {}", dir.display()),
-                    None => "no checkpoint was written before it".into(),
+    // Async off-policy training: a rollout thread in this scope samples ahead (see `offpolicy`).
+    let shared = offpolicy::sampler::Shared::new(config.trainer.groups_in_flight() as usize);
+    let mut discarded = resumed_in_flight;
+    let in_flight = std::thread::scope(|scope| -> Result<usize, TrainError> {
+        let mut sampler = match config.trainer.max_steps_off_policy {
+            Some(bound) => {
+                let setup = offpolicy::sampler::SamplerSetup {
+                    env,
+                    codec,
+                    tasks: &train_tasks,
+                    order: &order,
+                    start: cursor,
+                    group_size: batch_opts.group_size,
+                    rollout: rollout_opts.clone(),
+                    weight_sync: config.trainer.weight_sync,
                 };
-                return Err(TrainError::Other(format!(
-                    "stopped at step {}: {non_finite_in_a_row} steps in a row had a NaN or infinite loss or gradient; {kept}; \
-                     lower trainer.lr or check the loss settings",
-                    step + 1
-                )));
+                let first = offpolicy::snapshot(policy, first_step)?;
+                Some(AsyncSampling::start(scope, &shared, setup, first, bound))
             }
-            // A skipped step's weights are the previous step's: no new checkpoint for it.
-            continue;
+            None => None,
+        };
+        for step in first_step..config.trainer.steps {
+            let t0 = Instant::now();
+            let stage = format!("step {}/{total_steps} rollout", step + 1);
+            let batch = match &mut sampler {
+                None => {
+                    let opts = RolloutOptions {
+                        sampling: SamplingParams {
+                            seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9),
+                            ..rollout_opts.sampling.clone()
+                        },
+                        ..rollout_opts.clone()
+                    };
+                    let mut next_tasks = |n: usize| {
+                        let tasks: Vec<Task> = (0..n).map(|j| train_tasks[order[(cursor + j) % order.len()]].clone()).collect();
+                        cursor += n;
+                        tasks
+                    };
+                    collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
+                        progress(&stage, d, t)
+                    })?
+                }
+                Some(s) => {
+                    let batch = s.collect(step, advantage, &batch_opts, kl_terms.as_deref(), &mut |d, t| progress(&stage, d, t))?;
+                    cursor = s.position();
+                    batch
+                }
+            };
+            let update_stage = format!("step {}/{total_steps} update", step + 1);
+            progress(&update_stage, 0, 1);
+            let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
+            let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
+            progress(&update_stage, 1, 1);
+            if let Some(s) = &sampler {
+                // The weights the next step trains (unchanged by a skipped non-finite step).
+                s.publish(step + 1, policy)?;
+            }
+            let episodes = &batch.sampled;
+            let rstats = &batch.rollout;
+            let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
+            m.lr = opts.lr;
+            if let Some(s) = &mut sampler {
+                let mut a = s.metrics(&batch, &upd);
+                a.discarded_in_flight = std::mem::take(&mut discarded);
+                m.off_policy = Some(a);
+            }
+            for e in episodes {
+                super::metrics::sum_counters(&mut tool_stats, e);
+            }
+            writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
+            metrics_file.flush().map_err(TrainError::at(&metrics_path))?;
+            let done_here = (step + 1 - first_step) as f64;
+            let per_step = loop_start.elapsed().as_secs_f64() / done_here;
+            let eta = per_step * (total_steps - step - 1) as f64;
+            log(&m.console_line(total_steps, earlier_seconds + start.elapsed().as_secs_f64(), Some(eta)));
+            let b = &batch.stats;
+            if b.groups_sampled > 0 && b.groups_zero_variance == b.groups_sampled {
+                log(&format!("no gradient this step: all {} had equal rewards", plural(b.groups_sampled, "group")));
+            }
+            let bad = m.non_finite_updates;
+            steps.push(m);
+            if bad > 0 {
+                non_finite_in_a_row += 1;
+                log(&format!(
+                    "step {}/{total_steps}: non-finite loss or gradient; skipped {bad} of {} optimizer steps (their weights unchanged); \
+                     {non_finite_in_a_row} such step(s) in a row",
+                    step + 1,
+                    bad + upd.optimizer_steps,
+                ));
+                if non_finite_in_a_row >= MAX_NON_FINITE_STEPS {
+                    let kept = match &last_checkpoint {
+                        Some(dir) => format!("the last good checkpoint is {}", dir.display()),
+                        None => "no checkpoint was written before it".into(),
+                    };
+                    return Err(TrainError::Other(format!(
+                        "stopped at step {}: {non_finite_in_a_row} steps in a row had a NaN or infinite loss or gradient; {kept}; \
+                         lower trainer.lr or check the loss settings",
+                        step + 1
+                    )));
+                }
+                // A skipped step's weights are the previous step's: no new checkpoint for it.
+                continue;
+            }
+            non_finite_in_a_row = 0;
+            let every = config.trainer.checkpoint_every;
+            if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
+                let mut state = state_at(step + 1, &steps, &tool_stats, cursor);
+                state.groups_in_flight = sampler.as_ref().map_or(0, AsyncSampling::in_flight);
+                last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
+                checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
+            }
         }
-        non_finite_in_a_row = 0;
-        let every = config.trainer.checkpoint_every;
-        if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
-            let state = state_at(step + 1, &steps, &tool_stats, cursor);
-            last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
-            checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
-        }
+        // Dropping the sampler stops the rollout thread; what it had in flight is discarded.
+        Ok(sampler.as_ref().map_or(0, AsyncSampling::in_flight))
+    })?;
+    if in_flight > 0 {
+        log(&format!("{} in flight at the end discarded (their tasks are sampled again on --resume)", plural(in_flight, "group")));
     }
     if config.output.checkpoints && config.trainer.steps > first_step {
-        checkpoint::write(policy, codec, out_dir, "final", &state_at(config.trainer.steps, &steps, &tool_stats, cursor))?;
+        let mut state = state_at(config.trainer.steps, &steps, &tool_stats, cursor);
+        state.groups_in_flight = in_flight;
+        checkpoint::write(policy, codec, out_dir, "final", &state)?;
     }
 
     let after = if eval_n > 0 {
@@ -432,6 +504,7 @@ fn step_metrics(
         step_seconds: seconds,
         peak_rss_mb: super::metrics::peak_rss_mb(),
         sandbox_exhausted: super::metrics::sandbox_exhausted(episodes),
+        off_policy: None,
     }
 }
 

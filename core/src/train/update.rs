@@ -76,6 +76,19 @@ pub struct UpdateMetrics {
     pub non_finite_steps: u32,
     pub tokens_per_s: f64,
     pub seconds: f64,
+    /// Per episode (in order): the sampler–trainer gap and the behaviour ratio over its policy
+    /// tokens, before the update (async training reports them per staleness).
+    #[serde(default, skip_serializing)]
+    pub episode_gaps: Vec<EpisodeGap>,
+}
+
+/// One episode's sums over its policy tokens of |sampler logprob − trainer recomputation|
+/// and of π_old/π_behave = exp(trainer − sampler), before the update.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeGap {
+    pub abs_gap_sum: f64,
+    pub ratio_sum: f64,
+    pub tokens: usize,
 }
 
 /// Rows' policy positions: every t ≥ 1 with `policy_mask[t]` (t = 0 has no context).
@@ -249,12 +262,17 @@ pub fn update_with_reference(
     }
     let (mut gap_sum, mut gap_n) = (0.0f64, 0usize);
     for (ep, row) in episodes.iter().zip(&old) {
+        let mut e = EpisodeGap::default();
         for t in policy_positions(ep) {
             let gap = (ep.sampler_logprobs[t] - row[t]).abs() as f64;
             gap_sum += gap;
             gap_n += 1;
             m.logprob_gap_max = m.logprob_gap_max.max(gap);
+            e.abs_gap_sum += gap;
+            e.ratio_sum += (row[t] as f64 - ep.sampler_logprobs[t] as f64).exp();
+            e.tokens += 1;
         }
+        m.episode_gaps.push(e);
     }
     m.logprob_gap_mean = if gap_n > 0 { gap_sum / gap_n as f64 } else { 0.0 };
     m.policy_tokens = gap_n;

@@ -220,6 +220,7 @@ pub fn train_sft(
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used: cursor,
         run_id: run_id.clone(),
+        groups_in_flight: 0,
         sft: Some(SftProgress { steps: steps.to_vec(), heldout_before, examples_used: cursor }),
     };
     // Pass `e` over the data visits it in the order `shuffled(n, seed ^ e·φ)`.

@@ -1,0 +1,336 @@
+//! Async off-policy training (`trainer.max_steps_off_policy`) on the tiny model: the
+//! staleness bound holds, k = 0 trains only groups of the current weights, a snapshot keeps
+//! its weights while the trainer steps, and a resumed run neither loses nor repeats a group.
+//!
+//! The checks do not trust the trainer's own bookkeeping: a recording wrapper around the
+//! trainer counts the optimizer steps (the weights' true version), tags every sequence its
+//! snapshots sample with the version they were taken at, and logs every sequence the update
+//! scores, so the staleness of each trained episode is measured from the outside.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
+use arl_core::train::trainer::{Parts, RunMeta, plural, train};
+use arl_core::{AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, RunConfig, Split, Step, Task, ToolSchema};
+use arl_qwen3::QwenTrainer;
+use burn::Dispatch;
+use burn::tensor::Tensor;
+
+use super::trainer::{Bytes, grpo, trainer};
+
+/// Where a sequence was sampled or scored: the optimizer steps the weights had taken, and
+/// the snapshot's index (for a scored sequence: the index of the newest snapshot so far).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Version {
+    steps: u32,
+    snapshot: u32,
+}
+
+type Log = Arc<Mutex<Vec<(Vec<u32>, Version)>>>;
+
+/// QwenTrainer, recording: optimizer steps, snapshots, what the snapshots sample, what the
+/// update scores.
+struct Recording {
+    inner: QwenTrainer,
+    steps: u32,
+    snapshots: std::cell::Cell<u32>,
+    sampled: Log,
+    scored: Log,
+}
+
+impl Recording {
+    fn new() -> Self {
+        Self { inner: trainer(), steps: 0, snapshots: Default::default(), sampled: Log::default(), scored: Log::default() }
+    }
+
+    fn now(&self) -> Version {
+        Version { steps: self.steps, snapshot: self.snapshots.get().saturating_sub(1) }
+    }
+}
+
+struct Snapshot {
+    inner: Box<dyn Policy + Send>,
+    version: Version,
+    sampled: Log,
+}
+
+impl Policy for Snapshot {
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+        let out = self.inner.generate(prompts, params)?;
+        let mut log = self.sampled.lock().unwrap();
+        for (p, g) in prompts.iter().zip(&out) {
+            log.push(([p.as_slice(), &g.ids].concat(), self.version));
+        }
+        Ok(out)
+    }
+    fn score(&self, s: &[Vec<u32>], p: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.inner.score(s, p, params)
+    }
+}
+
+impl Policy for Recording {
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+        self.inner.generate(prompts, params)
+    }
+    /// The update's no-grad pass scores every episode it trains, once per step.
+    fn score(&self, s: &[Vec<u32>], p: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.scored.lock().unwrap().extend(s.iter().map(|seq| (seq.clone(), self.now())));
+        self.inner.score(s, p, params)
+    }
+}
+
+impl TrainablePolicy for Recording {
+    fn device(&self) -> burn::DispatchDevice {
+        self.inner.device()
+    }
+    fn score_with_grad(&self, s: &[Vec<u32>], p: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.inner.score_with_grad(s, p, params)
+    }
+    fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError> {
+        self.inner.backward(loss)
+    }
+    fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError> {
+        let out = self.inner.step(lr)?;
+        if !out.non_finite {
+            self.steps += 1;
+        }
+        Ok(out)
+    }
+    fn discard_gradients(&mut self) {
+        self.inner.discard_gradients()
+    }
+    fn save(&self, dir: &Path) -> Result<(), PolicyError> {
+        self.inner.save(dir)
+    }
+    fn save_state(&self, dir: &Path) -> Result<(), PolicyError> {
+        self.inner.save_state(dir)
+    }
+    fn load_state(&mut self, dir: &Path) -> Result<(), PolicyError> {
+        self.inner.load_state(dir)
+    }
+    fn snapshot(&self) -> Result<Box<dyn Policy + Send>, PolicyError> {
+        let version = Version { steps: self.steps, snapshot: self.snapshots.get() };
+        self.snapshots.set(version.snapshot + 1);
+        Ok(Box::new(Snapshot { inner: self.inner.snapshot()?, version, sampled: self.sampled.clone() }))
+    }
+}
+
+/// 64 one-turn tasks with distinct prompts; the reward is the fraction of lowercase letters
+/// in the reply (random replies almost surely differ, so every group has variance).
+struct Many;
+
+impl Env for Many {
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        Ok((0..64).map(|i| Task { id: format!("t{i:02}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
+    }
+    fn tools(&self) -> Vec<ToolSchema> {
+        vec![]
+    }
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+        Ok(Box::new(Letters(vec![Message::user(format!("task {}", task.id))])))
+    }
+}
+
+struct Letters(Vec<Message>);
+
+impl EnvSession for Letters {
+    fn messages(&self) -> &[Message] {
+        &self.0
+    }
+    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
+        let n = turn.text.chars().count().max(1) as f64;
+        let reward = turn.text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
+        Ok(Step::Done(Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }))
+    }
+    fn finish(&mut self) -> Result<Outcome, EnvError> {
+        Ok(Outcome { reward: 0.0, stats: EpisodeStats::default() })
+    }
+}
+
+/// The task a sequence's prompt names (`[task tNN]>` in the byte codec).
+fn task_of(ids: &[u32]) -> String {
+    let text: String = ids.iter().take_while(|&&i| i != u32::from(b'>')).map(|&i| char::from(i as u8)).collect();
+    text.trim_start_matches("[task ").trim_end_matches(']').to_string()
+}
+
+fn config(steps: u32, bound: u32, in_flight: u32) -> RunConfig {
+    let mut c = RunConfig::default();
+    c.trainer.steps = steps;
+    c.trainer.prompts = 2;
+    c.trainer.group_size = 2;
+    c.trainer.minibatches = 1;
+    c.trainer.lr = 1e-2;
+    c.trainer.max_steps_off_policy = Some(bound);
+    c.trainer.groups_in_flight = Some(in_flight);
+    c.loss.decoupled = true;
+    c.eval.n = 0;
+    c.sampling.max_new_tokens = Some(8);
+    c.env.max_turns = 1;
+    c
+}
+
+fn run(policy: &mut Recording, config: &RunConfig, dir: &Path) -> (Vec<serde_json::Value>, Vec<String>) {
+    let (loss, adv) = grpo();
+    let mut lines = Vec::new();
+    let parts = Parts { env: &Many, codec: &Bytes, policy, loss: loss.as_ref(), advantage: adv.as_ref(), reference: None };
+    train(parts, config, RunMeta::default(), dir, &mut |l| lines.push(l.to_string()), &mut |_, _, _| {}).unwrap();
+    let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    (metrics.lines().map(|l| serde_json::from_str(l).unwrap()).collect(), lines)
+}
+
+/// Per trained sequence: (the version when the update scored it, the versions of the
+/// snapshots that sampled it).
+fn measured(policy: &Recording) -> Vec<(Version, Vec<Version>)> {
+    let sampled = policy.sampled.lock().unwrap();
+    let scored = policy.scored.lock().unwrap();
+    scored
+        .iter()
+        .map(|(seq, at)| {
+            let by: Vec<Version> = sampled.iter().filter(|(s, _)| s == seq).map(|(_, v)| *v).collect();
+            assert!(!by.is_empty(), "a trained sequence no snapshot sampled: {seq:?}");
+            (*at, by)
+        })
+        .collect()
+}
+
+fn sum(steps: &[serde_json::Value], key: &str) -> u64 {
+    steps.iter().map(|s| s["off_policy"][key].as_u64().unwrap()).sum()
+}
+
+#[test]
+fn max_steps_off_policy_0_never_trains_a_group_sampled_under_older_weights() {
+    // Twice a step's groups in flight: the first round samples two steps' worth with the
+    // first weights, so the second step finds stale groups and must drop them.
+    let mut policy = Recording::new();
+    let dir = arl_tests::scratch_dir("async-k0");
+    let (steps, _) = run(&mut policy, &config(4, 0, 4), &dir);
+    assert_eq!(policy.snapshots.get(), 1 + 4, "the first weights, then one publication per step");
+    let trained = measured(&policy);
+    assert_eq!(trained.len(), 4 * 2 * 2, "every step trains prompts × group_size episodes");
+    for (at, by) in &trained {
+        // The very weights: no optimizer step between sampling and training.
+        assert!(by.iter().all(|v| v == at), "trained at {at:?}, sampled at {by:?}");
+    }
+    assert!(sum(&steps, "dropped_stale_groups") >= 2, "the run must have met stale groups: {steps:?}");
+    for s in &steps {
+        let a = &s["off_policy"];
+        assert_eq!(a["staleness"].as_object().unwrap().keys().collect::<Vec<_>>(), ["0"], "{a}");
+        // Every group taken is trained or dropped: the data position moves by exactly that.
+        let taken = a["tasks_to"].as_u64().unwrap() - a["tasks_from"].as_u64().unwrap();
+        assert_eq!(taken, 2 + a["dropped_stale_groups"].as_u64().unwrap(), "{a}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_staleness_bound_is_never_exceeded_and_stale_groups_do_train() {
+    // Three steps' worth in flight with k = 1: groups arrive up to three steps old.
+    let mut policy = Recording::new();
+    let dir = arl_tests::scratch_dir("async-k1");
+    let mut c = config(5, 1, 6);
+    c.trainer.weight_sync = arl_core::config::WeightSync::Background;
+    let (steps, lines) = run(&mut policy, &c, &dir);
+    assert!(lines.iter().any(|l| l.starts_with("async sampling: groups up to 1 step old train, 6 in flight")), "{lines:#?}");
+    assert_eq!(policy.snapshots.get(), 1 + 5, "the first weights, then one publication per step");
+    let trained = measured(&policy);
+    assert_eq!(trained.len(), 5 * 2 * 2);
+    let mut stale = 0;
+    for (at, by) in &trained {
+        // Snapshot k holds the weights after k steps, so its index is its version.
+        let oldest = by.iter().map(|v| v.snapshot).min().unwrap();
+        assert!(at.snapshot - oldest <= 1, "trained at {at:?}, sampled at {by:?}");
+        assert!(by.iter().all(|v| at.steps - v.steps <= 1), "at most one optimizer step between: {at:?} {by:?}");
+        stale += (at.snapshot - oldest == 1) as usize;
+    }
+    assert!(stale > 0, "some episodes trained one step stale");
+    assert!(sum(&steps, "dropped_stale_groups") > 0, "older groups were dropped");
+    let mut reported_stale = 0;
+    for s in &steps {
+        let a = &s["off_policy"];
+        for (k, v) in a["staleness"].as_object().unwrap() {
+            assert!(k.parse::<u32>().unwrap() <= 1, "{a}");
+            if k == "1" {
+                reported_stale += v["groups"].as_u64().unwrap();
+                // A stale group's trainer recomputation differs from its sampler's log-probs.
+                assert!(v["logprob_gap_mean"].as_f64().unwrap() > 1e-4, "{v}");
+            } else {
+                assert!(v["logprob_gap_mean"].as_f64().unwrap() < 1e-3, "on-policy groups agree: {v}");
+            }
+            assert!(v["behaviour_ratio_mean"].as_f64().unwrap() > 0.0, "{v}");
+        }
+        assert!(a["groups_in_flight"].as_u64().unwrap() <= 6, "{a}");
+        assert!(a["train_wait_s"].as_f64().unwrap() >= 0.0 && a["rollout_wait_s"].as_f64().unwrap() >= 0.0, "{a}");
+    }
+    assert_eq!(reported_stale as usize * 2, stale, "the trainer's histogram agrees with the measured staleness");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_snapshot_keeps_its_weights_while_the_trainer_steps() {
+    let mut policy = trainer();
+    let seq = vec![(0..24).map(|i| (i * 7 % 500) as u32).collect::<Vec<u32>>()];
+    let lp = |p: &dyn Policy| -> Vec<f32> { p.score(&seq, None, ScoreParams::default()).unwrap().logprobs.into_data().to_vec().unwrap() };
+    let snapshot = policy.snapshot().unwrap();
+    let before = lp(snapshot.as_ref());
+    assert_eq!(before, lp(&policy), "a snapshot scores as the weights it was taken from");
+    let scores = policy.score_with_grad(&seq, None, ScoreParams::default()).unwrap();
+    policy.backward(scores.logprobs.sum().neg()).unwrap();
+    policy.step(1e-2).unwrap();
+    let trained = lp(&policy);
+    assert_ne!(trained, before, "the step moved the trainer's weights");
+    assert_eq!(lp(snapshot.as_ref()), before, "the snapshot did not move with them");
+    // It samples on another thread.
+    let mut moved = snapshot;
+    let gens =
+        std::thread::spawn(move || moved.generate(&[vec![1, 2, 3]], &SamplingParams { max_new_tokens: 4, ..Default::default() }).unwrap())
+            .join()
+            .unwrap();
+    assert_eq!(gens[0].ids.len(), 4);
+}
+
+#[test]
+fn a_resumed_async_run_trains_every_task_of_an_uninterrupted_one_once() {
+    // k = 1 with one step's worth in flight: nothing is ever two steps stale, so nothing is
+    // dropped and both runs train exactly the first 6 × 2 tasks of the order, whatever the
+    // timing. A run stopped after step 3 leaves groups in flight; its resume must sample
+    // their tasks again (not skip them) and train no task twice.
+    let uninterrupted = {
+        let mut policy = Recording::new();
+        let dir = arl_tests::scratch_dir("async-whole");
+        run(&mut policy, &config(6, 1, 2), &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        policy.scored.lock().unwrap().clone()
+    };
+    let dir = arl_tests::scratch_dir("async-resume");
+    let mut first = Recording::new();
+    run(&mut first, &config(3, 1, 2), &dir);
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoints/final/trainer_state.json")).unwrap()).unwrap();
+    let in_flight = state["groups_in_flight"].as_u64().unwrap();
+    assert!(in_flight > 0, "the rollout thread had started the next step's groups: {state}");
+    assert_eq!(state["tasks_used"], 6, "only the groups taken count in the data position");
+    let mut resumed = Recording::new();
+    let mut c = config(6, 1, 2);
+    c.trainer.resume = true;
+    let (steps, lines) = run(&mut resumed, &c, &dir);
+    let said = format!("{} in flight at the checkpoint discarded; their tasks are sampled again", plural(in_flight as usize, "group"));
+    assert!(lines.contains(&said), "{said:?} in {lines:#?}");
+    assert_eq!(steps.len(), 6);
+    assert_eq!(steps[3]["off_policy"]["discarded_in_flight"].as_u64(), Some(in_flight));
+    assert_eq!(steps[3]["off_policy"]["tasks_from"], 6);
+    let tasks = |log: &[(Vec<u32>, Version)]| {
+        let mut t: Vec<String> = log.iter().map(|(s, _)| task_of(s)).collect();
+        t.sort();
+        t
+    };
+    let both: Vec<(Vec<u32>, Version)> =
+        first.scored.lock().unwrap().iter().chain(resumed.scored.lock().unwrap().iter()).cloned().collect();
+    let (whole, parts) = (tasks(&uninterrupted), tasks(&both));
+    assert_eq!(whole.len(), 6 * 2 * 2);
+    assert_eq!(parts, whole, "the same tasks, each as often");
+    let mut distinct = whole.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 12, "each task trained by one group: {whole:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
