@@ -218,6 +218,7 @@ fn run_smoke_under_the_wasm_sandbox_names_it() {
     .unwrap();
     assert!(out.contains("sandbox=wasm") && out.contains("smoke: 1 held-out episode (sandbox wasm)"), "{out}");
     assert!(out.contains(r#"tool Bash {"command":"pytest"}: ok (===="#), "{out}");
+    assert!(out.contains("pytest / python -m pytest with any pytest options (real pytest)"), "the prompt says pytest is real: {out}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("smoke.json")).unwrap()).unwrap();
     assert_eq!(doc["sandbox"], "wasm");
     assert_real_pytest_output(&doc, "platform wasi");

@@ -72,7 +72,8 @@ impl Env for ToolsEnv {
     }
 
     fn tools(&self) -> Vec<ToolSchema> {
-        tools::ClaudeCodeTools::schemas_for(self.0.sandbox.shell().is_some())
+        let sandbox = &self.0.sandbox;
+        tools::ClaudeCodeTools::schemas_for(sandbox.shell().is_some(), sandbox.python_packages().is_some())
     }
 
     /// Writing a whole function in one Edit or Write takes more room than picking a menu item.

@@ -94,14 +94,23 @@ const REAL_BASH: &str = "Runs a bash command (bash -c COMMAND) in the repository
 stderr merged, at most 30000 characters). The working directory starts at /repo and persists between calls; shell \
 variables do not. python, pytest and the usual command-line tools are available; there is no network.";
 
+/// What `Bash` says of itself in the emulated shell when pytest is real (`wasm` with pytest).
+const EMULATED_BASH_REAL_PYTEST: &str = "Runs a command in the repository's shell (working directory /repo). Supported: \
+python FILE.py, python -c CODE, pytest / python -m pytest with any pytest options (real pytest), and ls, cat, head, tail, \
+grep, wc, pwd; commands may be joined with && or ;.";
+
 impl ClaudeCodeTools {
-    /// The schemas, with `Bash` described as a real shell when `real_shell`.
-    pub fn schemas_for(real_shell: bool) -> Vec<ToolSchema> {
+    /// The schemas, with `Bash` described as a real shell when `real_shell`, and as the
+    /// emulated one with real pytest when `real_pytest` (and no real shell).
+    pub fn schemas_for(real_shell: bool, real_pytest: bool) -> Vec<ToolSchema> {
         let mut schemas = ClaudeCodeTools.schemas();
-        if real_shell {
-            let bash = schemas.iter_mut().find(|s| s.name == BASH).expect("Bash is a tool");
-            *bash = ToolSchema::from_type::<BashArgs>(BASH, REAL_BASH);
-        }
+        let description = match (real_shell, real_pytest) {
+            (true, _) => REAL_BASH,
+            (false, true) => EMULATED_BASH_REAL_PYTEST,
+            (false, false) => return schemas,
+        };
+        let bash = schemas.iter_mut().find(|s| s.name == BASH).expect("Bash is a tool");
+        *bash = ToolSchema::from_type::<BashArgs>(BASH, description);
         schemas
     }
 }
