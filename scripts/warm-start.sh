@@ -9,7 +9,7 @@
 #
 # Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
-# REPEATS [1], SFT_STEPS [16], SFT_BATCH [8], SFT_LR [2e-4], EVAL_N [4], LORA [1: both stages
+# REPEATS [1], SFT_STEPS [24], SFT_BATCH [4], SFT_LR [5e-4] (the measured edit recipe, results/edit-warm-start), EVAL_N [4], LORA [1: both stages
 # train one LoRA adapter on the frozen base, GRPO continuing SFT's; 0: full weights],
 # MICRO [2: rows per micro-batch in both stages; a whole batch of ~1k-token episodes at once
 # needs over 20 GB on the CPU].
@@ -38,8 +38,8 @@ echo "== 3/4 SFT on the transcripts → $out/sft"
 s=$(stage "$out/sft")
 if [ "$s" != skip ]; then
     [ "$s" = new ] && s=""
-    "$arl" sft --data "$out/oracle.jsonl" --model "$model" --backend "$backend" --steps "${SFT_STEPS:-16}" \
-        --batch-size "${SFT_BATCH:-8}" --lr "${SFT_LR:-2e-4}" --micro "${MICRO:-2}" --out "$out/sft" $lora $s
+    "$arl" sft --data "$out/oracle.jsonl" --model "$model" --backend "$backend" --steps "${SFT_STEPS:-24}" \
+        --batch-size "${SFT_BATCH:-4}" --lr "${SFT_LR:-5e-4}" --micro "${MICRO:-2}" --out "$out/sft" $lora $s
 fi
 
 echo "== 4/4 GRPO from the SFT checkpoint → $out/grpo (its before is the SFT model, its after GRPO's)"
