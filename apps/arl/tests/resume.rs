@@ -182,15 +182,13 @@ fn assert_same_metrics(a: &serde_json::Value, b: &serde_json::Value) {
     }
 }
 
-#[test]
-fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
-    // Run A, uninterrupted, alongside run B, whose env blocks at the first episode of step 3
-    // (prompts 1 × group 4 = 4 episodes a step), after its step-2 checkpoint is written.
-    let a = out_dir("a");
-    let run_a = command(&a, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let b = out_dir("b");
-    let mut child = command(&b, &[]).env(BLOCK_VAR, "8").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let marker = b.join("checkpoints/step-00002/trainer_state.json");
+/// Run B in `out` with `extra`, its env blocking at episode 8 (step 3's first, or the group in
+/// flight during step 2), SIGKILLed once its step-2 checkpoint exists and while it is still
+/// running (blocked, so the kill lands between that checkpoint and the end of step 3, every
+/// time). Returns the checkpoint's `trainer_state.json`.
+fn kill_after_step_2(out: &Path, extra: &[&str], blocked_in: &str) -> PathBuf {
+    let mut child = command(out, extra).env(BLOCK_VAR, "8").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let marker = out.join("checkpoints/step-00002/trainer_state.json");
     let t0 = Instant::now();
     while !marker.exists() {
         assert!(t0.elapsed() < Duration::from_secs(300), "no step-2 checkpoint");
@@ -199,12 +197,21 @@ fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    // Blocked in step 3, so still running: the kill lands between the step-2 checkpoint and
-    // the end of step 3, every time.
     std::thread::sleep(Duration::from_millis(200));
-    assert!(child.try_wait().unwrap().is_none(), "run B must still be running (blocked in step 3)");
+    assert!(child.try_wait().unwrap().is_none(), "run B must still be running ({blocked_in})");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    marker
+}
+
+#[test]
+fn resume_after_a_kill_reproduces_the_uninterrupted_next_step() {
+    // Run A, uninterrupted, alongside run B, whose env blocks at the first episode of step 3
+    // (prompts 1 × group 4 = 4 episodes a step), after its step-2 checkpoint is written.
+    let a = out_dir("a");
+    let run_a = command(&a, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let b = out_dir("b");
+    kill_after_step_2(&b, &[], "blocked in step 3");
     assert!(!b.join("checkpoints/step-00003").exists() && !b.join("checkpoints/final").exists() && !b.join("results.json").exists());
     let done = run_a.wait_with_output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
@@ -254,20 +261,7 @@ fn an_async_run_killed_with_a_group_in_flight_resumes_without_losing_it() {
     let run_a = command(&a, &asynchronous).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let b = out_dir("async-b");
     // Episodes 0–3 are step 1's group, 4–7 step 2's, 8– the group in flight during step 2.
-    let mut child = command(&b, &asynchronous).env(BLOCK_VAR, "8").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let marker = b.join("checkpoints/step-00002/trainer_state.json");
-    let t0 = Instant::now();
-    while !marker.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(300), "no step-2 checkpoint");
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("run B ended before the kill: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(child.try_wait().unwrap().is_none(), "run B must still be running (its rollout thread is blocked)");
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let marker = kill_after_step_2(&b, &asynchronous, "its rollout thread is blocked");
     let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
     assert_eq!((state["tasks_used"].as_u64(), state["groups_in_flight"].as_u64()), (Some(2), Some(1)), "{state}");
     let done = run_a.wait_with_output().unwrap();
