@@ -70,7 +70,8 @@ fn attack_many_writes_to_many_files_stop_at_the_job_dirs_room() {
 
 #[test]
 fn attack_exhausting_inodes_is_stopped_and_the_next_job_runs() {
-    // The walk at every tick grows with the directory, and runs on the job's CPU clock.
+    // The tick's walk grows with the directory and runs on the job's CPU clock (spaced to a
+    // tenth of it): 10 s of CPU, the test sandbox's ceiling being 20.
     let limits = Limits { wall_timeout: Duration::from_secs(20), cpu_seconds: 10, ..Limits::default() };
     let out = run_with("n = 0\nwhile n < 100000:\n    open(f'f{n}', 'w').close()\n    n += 1\nprint('made', n)\n", limits);
     assert!(!out.stdout.contains("made"), "{out:?}");
