@@ -11,8 +11,8 @@
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
 # REPEATS [1], SFT_STEPS [24], SFT_BATCH [4], SFT_LR [5e-4] (the measured edit recipe, results/edit-warm-start), EVAL_N [4], LORA [1: both stages
 # train one LoRA adapter on the frozen base, GRPO continuing SFT's; 0: full weights],
-# MICRO [2: rows per micro-batch in both stages; a whole batch of ~1k-token episodes at once
-# needs over 20 GB on the CPU].
+# MICRO [2: rows per micro-batch in both stages, as measured; trainer.micro_tokens (2048 padded
+# tokens) also bounds them: a whole batch of ~1k-token episodes at once needs over 20 GB on the CPU].
 # Extra arguments go to `arl run` (the GRPO stage): --steps, --prompts, --group-size, --lr ….
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: scripts/warm-start.sh ENV OUT [arl run flags…]" >&2; exit 2; }

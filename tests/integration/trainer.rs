@@ -112,6 +112,7 @@ fn rl_alone_raises_the_reward_on_a_tiny_model() {
         epochs: 1,
         minibatches: 2,
         micro: None,
+        micro_tokens: None,
         lr: 1e-2,
         aggregation: Aggregation::TokenMean,
         horizon: None,
@@ -409,6 +410,7 @@ fn gradient_checkpointing_gives_the_same_update() {
         epochs: 1,
         minibatches: 1,
         micro: Some(2),
+        micro_tokens: None,
         lr: 1e-2,
         aggregation: Aggregation::TokenMean,
         horizon: None,
@@ -430,6 +432,33 @@ fn gradient_checkpointing_gives_the_same_update() {
     }
 }
 
+/// `micro_tokens` (the default bound on an update's memory) only splits the work: one row
+/// per micro-batch gives the update of one micro-batch for the whole batch, and the first
+/// minibatch stays exactly on-policy.
+#[test]
+fn a_token_budget_splits_the_update_without_changing_it() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &rollout_opts(5), &mut |_, _| {}).unwrap();
+    let shortest = episodes.iter().map(|e| e.ids.len()).min().unwrap();
+    let run = |micro_tokens: Option<usize>| {
+        let mut p = trainer();
+        let opts = UpdateOptions { micro_tokens, lr: 1e-2, ..UpdateOptions::default() };
+        let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
+        (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
+    };
+    let ((whole, lp_whole), (split, lp_split)) = (run(None), run(Some(shortest)));
+    assert!(whole.grad_norm_mean > 0.0);
+    assert!((whole.grad_norm_mean - split.grad_norm_mean).abs() < 1e-5 * whole.grad_norm_mean, "{whole:?} vs {split:?}");
+    assert!((whole.loss_value - split.loss_value).abs() < 1e-6, "{} vs {}", whole.loss_value, split.loss_value);
+    let first = &split.minibatch_metrics[0];
+    assert_eq!((first.ratio_min, first.ratio_max), (1.0, 1.0), "{first:?}");
+    for (a, b) in lp_whole.iter().flatten().zip(lp_split.iter().flatten()) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+}
+
 #[test]
 fn a_bf16_policy_samples_and_takes_finite_update_steps() {
     let (loss, _) = grpo();
@@ -442,6 +471,7 @@ fn a_bf16_policy_samples_and_takes_finite_update_steps() {
         epochs: 1,
         minibatches: 1,
         micro: None,
+        micro_tokens: None,
         lr: 1e-2,
         aggregation: Aggregation::TokenMean,
         horizon: None,
@@ -474,6 +504,7 @@ fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
         epochs: 1,
         minibatches: 2,
         micro: None,
+        micro_tokens: None,
         lr: 5e-2,
         aggregation: Aggregation::TokenMean,
         horizon: None,
@@ -505,6 +536,7 @@ fn an_entropy_bonus_runs_in_the_update() {
         epochs: 1,
         minibatches: 1,
         micro: None,
+        micro_tokens: None,
         lr: 1e-3,
         aggregation: Aggregation::TokenMean,
         horizon: None,
@@ -528,6 +560,7 @@ fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
         epochs: 1,
         minibatches: 1,
         micro: None,
+        micro_tokens: None,
         lr: 5e-2,
         aggregation: Aggregation::TokenMean,
         horizon: None,

@@ -29,8 +29,14 @@ pub struct TrainerConfig {
     /// Optimizer steps per epoch: the step's `prompts × group_size` rows are split into
     /// this many minibatches (at most that many rows).
     pub minibatches: u32,
-    /// Rows per micro-batch; unset: a whole minibatch at once.
+    /// Rows per micro-batch; unset: no cap on rows (`micro_tokens` still splits).
     pub micro: Option<u32>,
+    /// Padded tokens per micro-batch (its rows × its longest row), in the update, its
+    /// scoring passes and `arl sft`: rows are taken in order until the next would pass this;
+    /// a longer row goes alone. Bounds the update's memory on long multi-turn episodes
+    /// (SmolLM2-135M in f32 on the CPU: ~4 MB per padded token of ~1k-token episodes); 0: no
+    /// cap. The loss is the same however the rows are split.
+    pub micro_tokens: u32,
     /// Episodes decoded at once; unset: all of a step's episodes.
     pub gen_batch: Option<u32>,
     /// Global gradient-norm clip (as torch's `clip_grad_norm_`); 0 disables it.
@@ -97,6 +103,7 @@ impl Default for TrainerConfig {
             epochs: 1,
             minibatches: 2,
             micro: None,
+            micro_tokens: 2048,
             gen_batch: None,
             grad_clip: 1.0,
             weight_decay: 0.0,

@@ -10,6 +10,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod eval;
 pub mod metrics;
+pub mod micro;
 pub mod offpolicy;
 pub mod preflight;
 pub mod rollout;

@@ -17,12 +17,12 @@ use super::eval::{Evaluation, evaluate};
 use super::metrics::StepMetrics;
 use super::offpolicy::{self, AsyncSampling};
 use super::rollout::RolloutOptions;
-use super::update::{UpdateOptions, recompute_logprobs, update_with_reference};
+use super::update::{UpdateOptions, recompute_in, update_with_reference};
 use crate::chat::ChatCodec;
 use crate::config::KlPlacement;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
-use crate::policy::{Policy, SamplingParams, TrainablePolicy};
+use crate::policy::{Policy, SamplingParams, ScoreParams, TrainablePolicy};
 use crate::{AdvantageFn, Env, Episode, RunConfig, Split, Task};
 
 /// The concrete pieces a run composes (built by name by the caller).
@@ -165,10 +165,10 @@ pub fn train(
     let kl_terms: Option<Box<RewardTerms<'_>>> = match (reference, config.loss.kl_placement) {
         (Some(r), KlPlacement::Reward) if config.loss.kl_coef > 0.0 => {
             let (coef, estimator) = (config.loss.kl_coef, config.loss.kl_estimator);
-            let rows = update_opts.micro.unwrap_or(usize::MAX).max(1);
-            let temperature = update_opts.temperature;
+            let batching = update_opts.batching();
+            let at = ScoreParams::at(update_opts.temperature);
             Some(Box::new(move |episodes: &[Episode]| {
-                let ref_lp = recompute_logprobs(r, episodes, rows.min(episodes.len().max(1)), temperature)?;
+                let ref_lp = recompute_in(r, episodes, batching, at)?.logprobs;
                 Ok(kl_penalty(episodes, &ref_lp, coef, estimator))
             }))
         }
@@ -413,6 +413,7 @@ pub fn update_options(config: &RunConfig, loss: &dyn PolicyLoss, rollout: &Rollo
         epochs: config.trainer.epochs,
         minibatches: config.trainer.minibatches,
         micro: config.trainer.micro.map(|m| m as usize),
+        micro_tokens: Some(config.trainer.micro_tokens as usize),
         lr: config.trainer.lr,
         aggregation: Aggregation::resolve(config.loss.aggregation, loss),
         horizon: Some(config.loss.horizon.unwrap_or(response_budget(rollout) as f64)),

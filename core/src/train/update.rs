@@ -19,6 +19,7 @@ use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::micro::MicroBatching;
 use crate::Episode;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
 use crate::policy::{Policy, ScoreParams, TrainablePolicy};
@@ -27,8 +28,10 @@ use crate::policy::{Policy, ScoreParams, TrainablePolicy};
 pub struct UpdateOptions {
     pub epochs: u32,
     pub minibatches: u32,
-    /// Rows per micro-batch; `None`: a whole minibatch at once.
+    /// Rows per micro-batch; `None`: no cap on rows.
     pub micro: Option<usize>,
+    /// Padded tokens per micro-batch (rows × the longest row); `None`: no cap on tokens.
+    pub micro_tokens: Option<usize>,
     pub lr: f64,
     pub aggregation: Aggregation,
     /// H of `constant-horizon` aggregation, in tokens per sequence: the response budget
@@ -39,9 +42,25 @@ pub struct UpdateOptions {
     pub temperature: f64,
 }
 
+impl UpdateOptions {
+    /// The micro-batches' caps.
+    pub fn batching(&self) -> MicroBatching {
+        MicroBatching::new(self.micro, self.micro_tokens)
+    }
+}
+
 impl Default for UpdateOptions {
     fn default() -> Self {
-        Self { epochs: 1, minibatches: 1, micro: None, lr: 1e-5, aggregation: Aggregation::TokenMean, horizon: None, temperature: 1.0 }
+        Self {
+            epochs: 1,
+            minibatches: 1,
+            micro: None,
+            micro_tokens: None,
+            lr: 1e-5,
+            aggregation: Aggregation::TokenMean,
+            horizon: None,
+            temperature: 1.0,
+        }
     }
 }
 
@@ -113,8 +132,18 @@ pub struct Recomputed {
 
 /// As [`recompute_logprobs`], optionally with the mean entropy over policy tokens.
 pub fn recompute(policy: &dyn Policy, episodes: &[Episode], rows: usize, params: ScoreParams) -> Result<Recomputed, TrainError> {
+    recompute_in(policy, episodes, MicroBatching::new(Some(rows), None), params)
+}
+
+/// As [`recompute`], in the micro-batches of `batching`.
+pub fn recompute_in(
+    policy: &dyn Policy,
+    episodes: &[Episode],
+    batching: MicroBatching,
+    params: ScoreParams,
+) -> Result<Recomputed, TrainError> {
     let all: Vec<usize> = (0..episodes.len()).collect();
-    let batches: Vec<Vec<usize>> = all.chunks(rows.max(1)).map(<[usize]>::to_vec).collect();
+    let batches = batching.split(&all, |i| episodes[i].ids.len());
     score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, params)
 }
 
@@ -175,14 +204,15 @@ impl Plan {
     fn new(episodes: &[Episode], advantages: &[f64], opts: &UpdateOptions, skip_zero: bool) -> Self {
         let n = episodes.len();
         let per_minibatch = n.div_ceil(opts.minibatches.max(1) as usize).max(1);
-        let micro = opts.micro.unwrap_or(usize::MAX).max(1);
+        let batching = opts.batching();
         let all: Vec<usize> = (0..n).collect();
         let minibatches = all
             .chunks(per_minibatch)
             .map(|mb| {
                 let mut skipped = 0;
-                let micro = mb
-                    .chunks(micro)
+                let micro = batching
+                    .split(mb, |i| episodes[i].ids.len())
+                    .into_iter()
                     .filter_map(|chunk| {
                         let rows: Vec<usize> = chunk
                             .iter()
@@ -200,15 +230,16 @@ impl Plan {
     }
 
     /// The scoring batches of a no-grad pass: every planned micro-batch, then the rows no
-    /// micro-batch trains, `micro` at a time.
-    fn scoring_batches(&self, n: usize, micro: usize) -> Vec<Vec<usize>> {
+    /// micro-batch trains, in micro-batches of their own.
+    fn scoring_batches(&self, episodes: &[Episode], batching: MicroBatching) -> Vec<Vec<usize>> {
+        let n = episodes.len();
         let mut batches: Vec<Vec<usize>> = self.minibatches.iter().flat_map(|m| m.micro.iter().cloned()).collect();
         let mut planned = vec![false; n];
         for &i in batches.iter().flatten() {
             planned[i] = true;
         }
         let rest: Vec<usize> = (0..n).filter(|&i| !planned[i]).collect();
-        batches.extend(rest.chunks(micro.max(1)).map(<[usize]>::to_vec));
+        batches.extend(batching.split(&rest, |i| episodes[i].ids.len()));
         batches
     }
 }
@@ -246,9 +277,8 @@ pub fn update_with_reference(
                 .into(),
         ));
     }
-    let micro = opts.micro.unwrap_or(usize::MAX).max(1);
     let plan = Plan::new(episodes, advantages, opts, loss.zero_advantage_rows_vanish());
-    let batches = plan.scoring_batches(episodes.len(), micro);
+    let batches = plan.scoring_batches(episodes, opts.batching());
     let at = ScoreParams::at(opts.temperature);
     let before = score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let old = before.logprobs;

@@ -129,7 +129,7 @@ pub struct TrainArgs {
         long,
         value_name = "ROWS",
         allow_negative_numbers = true,
-        help = key_help("Rows per micro-batch; unset: a whole minibatch at once", "trainer.micro")
+        help = key_help("Rows per micro-batch; unset: as many as trainer.micro_tokens (2048 padded tokens) allows", "trainer.micro")
     )]
     pub micro: Option<i64>,
     #[arg(long, value_name = "DIR", help = key_help("Run folder", "output.dir"))]

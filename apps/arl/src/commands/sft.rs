@@ -56,7 +56,7 @@ pub struct Sft {
     pub lr: Option<f64>,
     #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Conversations per optimizer step", "sft.batch_size"))]
     pub batch_size: Option<i64>,
-    #[arg(long, value_name = "ROWS", allow_negative_numbers = true, help = key_help("Conversations per micro-batch; unset: the whole batch", "trainer.micro"))]
+    #[arg(long, value_name = "ROWS", allow_negative_numbers = true, help = key_help("Conversations per micro-batch; unset: as many as trainer.micro_tokens (2048 padded tokens) allows", "trainer.micro"))]
     pub micro: Option<i64>,
     #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Seed of the data order and of new LoRA adapters", "trainer.seed"))]
     pub seed: Option<i64>,

@@ -2,7 +2,8 @@
 //!
 //! The batch's loss is the policy loss (`cross-entropy`: −log π) on every target token,
 //! reduced by the loss's aggregation (token-mean) under ONE [`Normalizer`] computed from the
-//! whole batch before any micro-batch runs, so `micro` never changes the gradient; then one
+//! whole batch before any micro-batch runs, so how the batch is split (`trainer.micro`,
+//! `trainer.micro_tokens`) never changes the gradient; then one
 //! optimizer step (global-norm clip, AdamW) at `lr`. The LM head sees only target positions.
 
 use std::time::Instant;
@@ -14,6 +15,7 @@ use super::data::SftSequence;
 use crate::loss::{Aggregation, LossInput, Normalizer, PolicyLoss, T2};
 use crate::policy::{Policy, ScoreParams, TrainablePolicy};
 use crate::train::TrainError;
+use crate::train::micro::MicroBatching;
 
 /// What one SFT step did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -33,13 +35,13 @@ pub struct SftStep {
     pub seconds: f64,
 }
 
-/// Score `batch` with gradients `micro` conversations at a time, backpropagate each
+/// Score `batch` with gradients in the micro-batches of `batching`, backpropagate each
 /// micro-batch's share of the batch loss, and take one optimizer step at `lr`.
 pub fn sft_step(
     policy: &mut dyn TrainablePolicy,
     loss: &dyn PolicyLoss,
     batch: &[&SftSequence],
-    micro: usize,
+    batching: MicroBatching,
     lr: f64,
 ) -> Result<SftStep, TrainError> {
     let start = Instant::now();
@@ -50,7 +52,9 @@ pub fn sft_step(
     let norm = Normalizer::from_lengths(aggregation, Some(width as f64), &lengths, width)?;
     let device = policy.device();
     let mut out = SftStep { tokens: lengths.iter().sum::<f64>() as usize, sequences: batch.len(), ..SftStep::default() };
-    for chunk in rows.chunks(micro.max(1)) {
+    let all: Vec<usize> = (0..rows.len()).collect();
+    for micro in batching.split(&all, |i| rows[i].ids.len()) {
+        let chunk: Vec<&SftSequence> = micro.iter().map(|&i| rows[i]).collect();
         let seqs: Vec<Vec<u32>> = chunk.iter().map(|s| s.ids.clone()).collect();
         let positions: Vec<Vec<usize>> = chunk.iter().map(|s| s.positions()).collect();
         let scores = policy.score_with_grad(&seqs, Some(&positions), ScoreParams::default())?;
@@ -99,10 +103,12 @@ pub fn sft_step(
 }
 
 /// The mean −log π of every target token of `seqs` under `policy` (no gradient), scored
-/// `rows` conversations at a time: the held-out loss. `None` when there are no targets.
-pub fn mean_nll(policy: &dyn Policy, seqs: &[SftSequence], rows: usize) -> Result<Option<f64>, TrainError> {
+/// in the micro-batches of `batching`: the held-out loss. `None` when there are no targets.
+pub fn mean_nll(policy: &dyn Policy, seqs: &[SftSequence], batching: MicroBatching) -> Result<Option<f64>, TrainError> {
     let (mut sum, mut n) = (0.0f64, 0usize);
-    for chunk in seqs.chunks(rows.max(1)) {
+    let all: Vec<usize> = (0..seqs.len()).collect();
+    for micro in batching.split(&all, |i| seqs[i].ids.len()) {
+        let chunk: Vec<&SftSequence> = micro.iter().map(|&i| &seqs[i]).collect();
         let ids: Vec<Vec<u32>> = chunk.iter().map(|s| s.ids.clone()).collect();
         let positions: Vec<Vec<usize>> = chunk.iter().map(|s| s.positions()).collect();
         if positions.iter().all(Vec::is_empty) {

@@ -18,6 +18,7 @@ use crate::loss::PolicyLoss;
 use crate::policy::TrainablePolicy;
 use crate::train::TrainError;
 use crate::train::checkpoint::{self, TrainerState};
+use crate::train::micro::MicroBatching;
 use crate::train::trainer::{MAX_NON_FINITE_STEPS, RunMeta, shuffled};
 
 /// The pieces an SFT run composes (built by the caller).
@@ -176,8 +177,7 @@ pub fn train_sft(
     if n == 0 {
         return Err(TrainError::Other(format!("{}: no training conversations", s.data)));
     }
-    let micro = t.micro.map_or(s.batch_size as usize, |m| m as usize);
-    let rows = micro.max(1);
+    let rows = MicroBatching::new(Some(t.micro.map_or(s.batch_size as usize, |m| m as usize)), Some(t.micro_tokens as usize));
 
     let resumed = if t.resume {
         let (dir, state) = checkpoint::resume(policy, out_dir, run_id.as_deref(), config)?;
@@ -239,7 +239,7 @@ pub fn train_sft(
         }
         cursor += s.batch_size as usize;
         let lr = t.lr_at(step);
-        let st = sft_step(policy, loss, &batch, micro, lr)?;
+        let st = sft_step(policy, loss, &batch, rows, lr)?;
         let measure = s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < t.steps;
         let heldout_loss = if measure { mean_nll(policy, &data.heldout, rows)? } else { None };
         let all_tokens: usize = batch.iter().map(|q| q.ids.len()).sum();
