@@ -117,7 +117,8 @@ impl TrainablePolicy for Recording {
 }
 
 /// 64 one-turn tasks with distinct prompts; the reward is the fraction of lowercase letters
-/// in the reply (random replies almost surely differ, so every group has variance).
+/// in the reply, broken by its bytes (random replies almost surely differ, so every group
+/// has variance).
 struct Many;
 
 impl Env for Many {
@@ -140,7 +141,11 @@ impl EnvSession for Letters {
     }
     fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
         let n = turn.text.chars().count().max(1) as f64;
-        let reward = turn.text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
+        // Plus a tie-break from the reply's bytes: two replies without a lowercase letter (a
+        // third of 8-token random replies) still differ, so no step has a zero-variance group
+        // and every step moves the weights (the stale groups' gap test relies on it).
+        let tie = (turn.text.bytes().map(u64::from).sum::<u64>() % 997) as f64 * 1e-6;
+        let reward = turn.text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n + tie;
         Ok(Step::Done(Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }))
     }
     fn finish(&mut self) -> Result<Outcome, EnvError> {
@@ -333,4 +338,29 @@ fn a_resumed_async_run_trains_every_task_of_an_uninterrupted_one_once() {
     distinct.dedup();
     assert_eq!(distinct.len(), 12, "each task trained by one group: {whole:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The same seed samples the same first batch with or without async training (the rollout
+/// thread's first round uses lockstep's first-step seed), so the two runs' learning curves
+/// start from the same data and differ only by the schedule.
+#[test]
+fn an_async_runs_first_step_trains_the_batch_lockstep_trains() {
+    let first_step = |bound: Option<u32>, name: &str| {
+        let mut policy = Recording::new();
+        let dir = arl_tests::scratch_dir(name);
+        let mut c = config(1, 0, 2);
+        c.trainer.max_steps_off_policy = bound;
+        c.trainer.groups_in_flight = bound.map(|_| 2);
+        let (steps, _) = run(&mut policy, &c, &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let scored: Vec<Vec<u32>> = policy.scored.lock().unwrap().iter().map(|(s, _)| s.clone()).collect();
+        (scored, steps[0]["reward_mean"].as_f64().unwrap())
+    };
+    let (lockstep, reward) = first_step(None, "async-same-lockstep");
+    assert_eq!(lockstep.len(), 4, "prompts × group_size episodes scored once");
+    for bound in [0, 1] {
+        let (sampled, r) = first_step(Some(bound), &format!("async-same-k{bound}"));
+        assert_eq!(sampled, lockstep, "k = {bound}: the first step's episodes");
+        assert_eq!(r, reward, "k = {bound}");
+    }
 }

@@ -211,6 +211,7 @@ pub fn train(
                     order: &order,
                     start: cursor,
                     group_size: batch_opts.group_size,
+                    prompts: config.trainer.prompts as usize,
                     rollout: rollout_opts.clone(),
                     weight_sync: config.trainer.weight_sync,
                 };
@@ -219,6 +220,7 @@ pub fn train(
             }
             None => None,
         };
+        let prompts = config.trainer.prompts as usize;
         for step in first_step..config.trainer.steps {
             let t0 = Instant::now();
             let stage = format!("step {}/{total_steps} rollout", step + 1);
@@ -226,7 +228,7 @@ pub fn train(
                 None => {
                     let opts = RolloutOptions {
                         sampling: SamplingParams {
-                            seed: rollout_opts.sampling.seed ^ (step as u64).wrapping_mul(0x9e37_79b9),
+                            seed: offpolicy::sampler::round_seed(rollout_opts.sampling.seed, step as usize * prompts, prompts),
                             ..rollout_opts.sampling.clone()
                         },
                         ..rollout_opts.clone()

@@ -110,6 +110,9 @@ pub struct SamplerSetup<'a> {
     pub order: &'a [usize],
     pub start: usize,
     pub group_size: usize,
+    /// Groups per step (`trainer.prompts`): a round that starts where a lockstep step would
+    /// samples with that step's seed.
+    pub prompts: usize,
     pub rollout: RolloutOptions,
     pub weight_sync: WeightSync,
 }
@@ -172,8 +175,9 @@ pub fn run(setup: SamplerSetup<'_>, shared: &Shared, tx: Sender<Result<SampledGr
 }
 
 /// One round: `n` groups from data position `position`, each episode's `group` its index in
-/// the round. The seed follows the data position, so a round samples the same way whenever
-/// it starts with the same task and the same weights.
+/// the round. The seed follows the data position ([`round_seed`]), so a round samples the
+/// same way whenever it starts with the same task and the same weights — also as lockstep's
+/// step that starts there.
 fn round(setup: &SamplerSetup<'_>, policy: &mut dyn Policy, position: usize, n: usize) -> Result<(Vec<Episode>, RolloutStats), TrainError> {
     let specs: Vec<(Task, usize)> = (0..n)
         .flat_map(|j| {
@@ -183,12 +187,22 @@ fn round(setup: &SamplerSetup<'_>, policy: &mut dyn Policy, position: usize, n: 
         .collect();
     let opts = RolloutOptions {
         sampling: SamplingParams {
-            seed: setup.rollout.sampling.seed ^ (position as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            seed: round_seed(setup.rollout.sampling.seed, position, setup.prompts),
             ..setup.rollout.sampling.clone()
         },
         ..setup.rollout.clone()
     };
     rollout(setup.env, setup.codec, policy, &specs, &opts, &mut |_, _| {})
+}
+
+/// The sampling seed of the round that starts at data position `position`: at
+/// `position = step × prompts` it is the seed of lockstep's `step` (0-based), so with one
+/// sampling attempt per step and equal weights an async run's first round draws exactly
+/// lockstep's first batch; other positions get their own seeds.
+pub fn round_seed(seed: u64, position: usize, prompts: usize) -> u64 {
+    let prompts = prompts.max(1);
+    let (step, offset) = ((position / prompts) as u64, (position % prompts) as u64);
+    seed ^ step.wrapping_mul(0x9e37_79b9) ^ offset.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A group's share of its round's counters.
