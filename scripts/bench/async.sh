@@ -21,7 +21,7 @@ shift $(( $# > 2 ? 2 : $# ))
 ENV="${ENV:-tools}"
 MODEL="${MODEL:-tiny}"
 mkdir -p "$OUT"
-common=(run --env "$ENV" --model "$MODEL" --steps "$STEPS" --eval-n 0 --set loss.decoupled=true --overwrite "$@")
+common=(run --env "$ENV" --model "$MODEL" --steps "$STEPS" --eval-n 0 --set loss.decoupled=true --set output.checkpoints=false --overwrite "$@")
 echo "== lockstep" >&2
 "$ARL" "${common[@]}" --out "$OUT/lockstep" > "$OUT/lockstep.log"
 echo "== async, max_steps_off_policy = 1" >&2
