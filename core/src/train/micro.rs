@@ -57,13 +57,7 @@ mod tests {
         // than the budget (900) goes alone, and the one after it starts afresh.
         assert_eq!(MicroBatching::new(None, Some(600)).split(&all, len), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6], vec![7]]);
         assert_eq!(MicroBatching::new(Some(2), Some(10_000)).split(&all, len), vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
-        assert_eq!(MicroBatching::new(Some(0), Some(0)), MicroBatching::WHOLE.with_rows(1));
+        assert_eq!(MicroBatching::new(Some(0), Some(0)), MicroBatching { rows: 1, tokens: usize::MAX });
         assert!(MicroBatching::new(None, Some(64)).split(&[], len).is_empty());
-    }
-
-    impl MicroBatching {
-        fn with_rows(self, rows: usize) -> Self {
-            Self { rows, ..self }
-        }
     }
 }

@@ -202,6 +202,7 @@ pub fn train(
     let shared = offpolicy::sampler::Shared::new(config.trainer.groups_in_flight() as usize);
     let mut discarded = resumed_in_flight;
     let in_flight = std::thread::scope(|scope| -> Result<usize, TrainError> {
+        let prompts = config.trainer.prompts as usize;
         let mut sampler = match config.trainer.max_steps_off_policy {
             Some(bound) => {
                 let setup = offpolicy::sampler::SamplerSetup {
@@ -211,7 +212,7 @@ pub fn train(
                     order: &order,
                     start: cursor,
                     group_size: batch_opts.group_size,
-                    prompts: config.trainer.prompts as usize,
+                    prompts,
                     rollout: rollout_opts.clone(),
                     weight_sync: config.trainer.weight_sync,
                 };
@@ -220,7 +221,6 @@ pub fn train(
             }
             None => None,
         };
-        let prompts = config.trainer.prompts as usize;
         for step in first_step..config.trainer.steps {
             let t0 = Instant::now();
             let stage = format!("step {}/{total_steps} rollout", step + 1);

@@ -177,7 +177,7 @@ pub fn train_sft(
     if n == 0 {
         return Err(TrainError::Other(format!("{}: no training conversations", s.data)));
     }
-    let rows = MicroBatching::new(Some(t.micro.map_or(s.batch_size as usize, |m| m as usize)), Some(t.micro_tokens as usize));
+    let batching = MicroBatching::new(Some(t.micro.map_or(s.batch_size as usize, |m| m as usize)), Some(t.micro_tokens as usize));
 
     let resumed = if t.resume {
         let (dir, state) = checkpoint::resume(policy, out_dir, run_id.as_deref(), config)?;
@@ -195,7 +195,7 @@ pub fn train_sft(
     let heldout_before = match &resumed {
         Some((_, p)) => p.heldout_before,
         None => {
-            let h = mean_nll(policy, &data.heldout, rows)?;
+            let h = mean_nll(policy, &data.heldout, batching)?;
             if let Some(h) = h {
                 log(&format!("held-out loss before: {h:.4} ({} conversations)", data.heldout.len()));
             }
@@ -239,9 +239,9 @@ pub fn train_sft(
         }
         cursor += s.batch_size as usize;
         let lr = t.lr_at(step);
-        let st = sft_step(policy, loss, &batch, rows, lr)?;
+        let st = sft_step(policy, loss, &batch, batching, lr)?;
         let measure = s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < t.steps;
-        let heldout_loss = if measure { mean_nll(policy, &data.heldout, rows)? } else { None };
+        let heldout_loss = if measure { mean_nll(policy, &data.heldout, batching)? } else { None };
         let all_tokens: usize = batch.iter().map(|q| q.ids.len()).sum();
         let m = SftStepMetrics {
             step: step + 1,
@@ -288,7 +288,7 @@ pub fn train_sft(
     if config.output.checkpoints && t.steps > first_step {
         checkpoint::write(policy, codec, out_dir, "final", &state_at(t.steps, &steps, cursor))?;
     }
-    let heldout_after = mean_nll(policy, &data.heldout, rows)?;
+    let heldout_after = mean_nll(policy, &data.heldout, batching)?;
     if let (Some(b), Some(a)) = (heldout_before, heldout_after) {
         log(&format!("held-out loss: {b:.4} → {a:.4} ({:+.4})", a - b));
     }
