@@ -20,8 +20,11 @@ use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 use crate::Qwen3;
 use crate::layers::{to_dtype, to_f32};
 
-/// Logits per chunk (16M: 64 MiB in f32); the rows per chunk follow from the vocabulary.
-pub const CHUNK_LOGITS: usize = 1 << 24;
+/// Logits per chunk (4M: 16 MiB in f32); the rows per chunk follow from the vocabulary.
+/// Below the 32 MiB above which glibc maps each allocation afresh (`apps/arl/src/main.rs`), so
+/// a chunk's logits reuse the freed memory of the last chunk instead of zero-filled new pages
+/// (64 MiB chunks spent more time in the kernel's page clearing than in their matmul).
+pub const CHUNK_LOGITS: usize = 1 << 22;
 
 /// Rows of logits per chunk for a vocabulary of `vocab`.
 pub fn chunk_rows(vocab: usize) -> usize {

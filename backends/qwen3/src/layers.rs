@@ -104,42 +104,90 @@ impl<B: Backend> RmsNorm<B> {
     }
 }
 
-/// cos/sin tables `[B, 1, T, head_dim]` for the given positions (NeoX split-halves layout:
-/// `emb = cat(freqs, freqs)`).
+/// Rotary tables for `[B·T, heads·head_dim]` projections (NeoX split-halves layout:
+/// `emb = cat(freqs, freqs)`), repeated over the heads so that applying them is two
+/// element-wise products of equal, contiguous shapes (burn-flex's SIMD in-place path; a
+/// `[B, 1, T, head_dim]` table broadcast over `[B, heads, T, head_dim]` took its scalar
+/// strided fallback). `sin` holds `−sin` in each head's first half, so `rotate_half(x) · sin`
+/// is `cat(x2, x1) · sin` without a negation. The query tables carry the attention scale
+/// `head_dim^−½` (rotary is linear, so `rope(q)·s = rope_s(q)`; for a power-of-two scale,
+/// head_dim 64, the result is bit-identical to scaling the scores).
 pub struct Rope<B: Backend> {
-    pub cos: Tensor<B, 4>,
-    pub sin: Tensor<B, 4>,
+    pub q: RopeTables<B>,
+    pub k: RopeTables<B>,
+}
+
+/// `cos` and signed `sin`, `[B·T, heads·head_dim]`.
+#[derive(Clone)]
+pub struct RopeTables<B: Backend> {
+    pub cos: Tensor<B, 2>,
+    pub sin: Tensor<B, 2>,
+    pub heads: usize,
 }
 
 impl<B: Backend> Rope<B> {
     /// `positions` is `[B][T]`, every row the same length.
-    pub fn new(positions: &[Vec<usize>], head_dim: usize, theta: f64, device: &B::Device) -> Self {
+    pub fn new(positions: &[Vec<usize>], c: &ModelConfig, device: &B::Device) -> Self {
         let (b, t) = (positions.len(), positions.first().map_or(0, Vec::len));
-        let half = head_dim / 2;
+        let d = c.head_dim;
+        let half = d / 2;
         // HF: inv_freq = 1 / theta^(arange(0, d, 2) / d), in float32.
-        let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32).collect();
+        let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / c.rope_theta.powf((2 * i) as f64 / d as f64)) as f32).collect();
         let pos: Vec<f32> = positions.iter().flatten().map(|&p| p as f32).collect();
-        let pos = Tensor::<B, 3>::from_data(TensorData::new(pos, [b, t, 1]), device);
-        let inv = Tensor::<B, 3>::from_data(TensorData::new(inv_freq, [1, 1, half]), device);
+        let pos = Tensor::<B, 2>::from_data(TensorData::new(pos, [b * t, 1]), device);
+        let inv = Tensor::<B, 2>::from_data(TensorData::new(inv_freq, [1, half]), device);
         let freqs = pos * inv;
-        let emb = Tensor::cat(vec![freqs.clone(), freqs], 2).unsqueeze_dim::<4>(1);
-        Self { cos: emb.clone().cos(), sin: emb.sin() }
+        let (cos, sin) = (freqs.clone().cos(), freqs.sin());
+        let cos = Tensor::cat(vec![cos.clone(), cos], 1);
+        let sin = Tensor::cat(vec![sin.clone().neg(), sin], 1);
+        let tables = |heads: usize, scale: Option<f32>| {
+            let (cos, sin) = match scale {
+                Some(s) => (cos.clone().mul_scalar(s), sin.clone().mul_scalar(s)),
+                None => (cos.clone(), sin.clone()),
+            };
+            RopeTables { cos: cos.repeat_dim(1, heads), sin: sin.repeat_dim(1, heads), heads }
+        };
+        let scale = (d as f64).powf(-0.5) as f32;
+        Self { q: tables(c.num_attention_heads, Some(scale)), k: tables(c.num_key_value_heads, None) }
     }
 
     /// The tables in the model's float type (HF computes them in f32, then casts to x's).
     pub fn in_dtype(self, dtype: DType) -> Self {
-        Self { cos: to_dtype(self.cos, dtype), sin: to_dtype(self.sin, dtype) }
+        let cast = |t: RopeTables<B>| RopeTables { cos: to_dtype(t.cos, dtype), sin: to_dtype(t.sin, dtype), heads: t.heads };
+        Self { q: cast(self.q), k: cast(self.k) }
     }
+}
 
-    /// `x * cos + rotate_half(x) * sin` on `[B, heads, T, head_dim]`.
-    pub fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        let [b, h, t, d] = x.dims();
-        let half = d / 2;
-        let x1 = x.clone().slice([0..b, 0..h, 0..t, 0..half]);
-        let x2 = x.clone().slice([0..b, 0..h, 0..t, half..d]);
-        let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-        x * self.cos.clone() + rotated * self.sin.clone()
+impl<B: Backend> RopeTables<B> {
+    /// `x · cos + rotate_half(x) · sin` on `[B·T, heads·head_dim]`.
+    pub fn apply(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let [n, w] = x.dims();
+        let half = w / self.heads / 2;
+        let halves = x.clone().reshape([n, self.heads, 2, half]);
+        let x1 = halves.clone().slice([0..n, 0..self.heads, 0..1, 0..half]);
+        let x2 = halves.slice([0..n, 0..self.heads, 1..2, 0..half]);
+        let swapped = Tensor::cat(vec![x2, x1], 2).reshape([n, w]);
+        x * self.cos.clone() + swapped * self.sin.clone()
     }
+}
+
+/// The additive attention mask, `[B, kv_heads, rep·T, L]` in the scores' own layout (query
+/// head `kv·rep + r`), built once per forward pass and shared by every layer: the scores
+/// add it in place as one contiguous sum. `bias` is `[B or 1, T, L]` (0 or −∞), `None` for
+/// plain causal attention over `L = past + T` keys.
+pub fn attention_bias<B: Backend>(
+    bias: Option<Tensor<B, 3>>,
+    [batch, past, t]: [usize; 3],
+    c: &ModelConfig,
+    dtype: DType,
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    let bias = bias.unwrap_or_else(|| causal_bias::<B>(t, past + t, device));
+    let [bb, _, l] = bias.dims();
+    let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
+    let per_head = to_dtype(bias, dtype).reshape([bb, 1, t * l]).repeat_dim(1, nh);
+    let rows = if bb == batch { per_head } else { per_head.repeat_dim(0, batch) };
+    rows.reshape([batch, nkv, (nh / nkv) * t, l])
 }
 
 #[derive(Module, Debug)]
@@ -175,50 +223,46 @@ impl<B: Backend> Attention<B> {
         })
     }
 
-    /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `bias` is an additive mask
-    /// `[B or 1, T, L]` over the `L = past + T` keys (0 or −∞), or `None` for plain causal
-    /// attention without a cache.
+    /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `bias` is the additive mask
+    /// from [`attention_bias`] over the `L = past + T` keys.
     pub fn forward(
         &self,
         x: Tensor<B, 2>,
         batch: usize,
         rope: &Rope<B>,
-        bias: Option<Tensor<B, 3>>,
+        bias: &Tensor<B, 4>,
         cache: Option<&mut LayerCache<B>>,
     ) -> Tensor<B, 2> {
         let t = x.dims()[0] / batch;
         let (nh, nkv, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
-        let heads = |y: Tensor<B, 2>, n: usize, norm: &Option<RmsNorm<B>>| {
-            let y = y.reshape([batch, t, n, hd]);
+        // Per-head norm (Qwen3), rotary on the contiguous projection, then `[B, n, T, hd]`.
+        let heads = |y: Tensor<B, 2>, n: usize, norm: &Option<RmsNorm<B>>, rope: Option<&RopeTables<B>>| {
             let y = match norm {
-                Some(norm) => norm.forward(y),
+                Some(norm) => norm.forward(y.reshape([batch * t, n, hd])).reshape([batch * t, n * hd]),
                 None => y,
             };
-            y.swap_dims(1, 2)
+            let y = match rope {
+                Some(rope) => rope.apply(y),
+                None => y,
+            };
+            y.reshape([batch, t, n, hd]).swap_dims(1, 2)
         };
-        let q = rope.apply(heads(self.q_proj.forward(x.clone()), nh, &self.q_norm));
-        let k = rope.apply(heads(self.k_proj.forward(x.clone()), nkv, &self.k_norm));
-        let v = heads(self.v_proj.forward(x), nkv, &None);
+        // The query tables carry the `hd^−½` scale.
+        let q = heads(self.q_proj.forward(x.clone()), nh, &self.q_norm, Some(&rope.q));
+        let k = heads(self.k_proj.forward(x.clone()), nkv, &self.k_norm, Some(&rope.k));
+        let v = heads(self.v_proj.forward(x), nkv, &None, None);
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let l = k.dims()[2];
         let rep = nh / nkv;
         // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv`
         // (HF's repeat_kv is a repeat_interleave), so group them as [B, nkv, rep·T, hd].
         let q = q.reshape([batch, nkv, rep * t, hd]);
-        let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar((hd as f64).powf(-0.5));
-        let scores = scores.reshape([batch, nkv, rep, t, l]);
-        let bias = match bias {
-            Some(b) => b,
-            None => causal_bias::<B>(t, l, &scores.device()),
-        };
-        let bb = bias.dims()[0];
-        let dtype = scores.dtype();
-        let scores = scores + to_dtype(bias, dtype).reshape([bb, 1, 1, t, l]);
+        let dtype = q.dtype();
+        let scores = q.matmul(k.swap_dims(2, 3)) + bias.clone();
         // HF eager: softmax in f32, then back to the query's dtype.
-        let probs = to_dtype(softmax(to_f32(scores.reshape([batch, nkv, rep * t, l])), 3), dtype);
+        let probs = to_dtype(softmax(to_f32(scores), 3), dtype);
         let out = probs.matmul(v).reshape([batch, nh, t, hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
         self.o_proj.forward(out)
     }
@@ -278,7 +322,7 @@ impl<B: Backend> DecoderLayer<B> {
         h: Tensor<B, 2>,
         batch: usize,
         rope: &Rope<B>,
-        bias: Option<Tensor<B, 3>>,
+        bias: &Tensor<B, 4>,
         cache: Option<&mut LayerCache<B>>,
     ) -> Tensor<B, 2> {
         let h = h.clone() + self.self_attn.forward(self.input_layernorm.forward(h), batch, rope, bias, cache);

@@ -11,7 +11,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{DecoderLayer, Linear, RmsNorm, Rope, param, to_f32, transpose};
+use crate::layers::{DecoderLayer, Linear, RmsNorm, Rope, attention_bias, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 
 #[derive(Module, Debug)]
@@ -85,10 +85,12 @@ impl<B: Backend> Qwen3<B> {
         let flat: Vec<i64> = ids.iter().flatten().map(|&i| i as i64).collect();
         let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(flat, [batch * ids[0].len()]), &device);
         let mut h = self.embed_tokens.val().select(0, ids);
-        let rope = Rope::new(positions, self.config.head_dim, self.config.rope_theta, &device).in_dtype(h.dtype());
+        let rope = Rope::new(positions, &self.config, &device).in_dtype(h.dtype());
+        let shape = [batch, cache.as_deref().map_or(0, KvCache::len), positions.first().map_or(0, Vec::len)];
+        let bias = attention_bias(bias, shape, &self.config, h.dtype(), &device);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
-            h = layer.forward(h, batch, &rope, bias.clone(), layer_cache);
+            h = layer.forward(h, batch, &rope, &bias, layer_cache);
         }
         h
     }
