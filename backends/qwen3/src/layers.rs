@@ -118,7 +118,6 @@ pub struct Rope<B: Backend> {
 }
 
 /// `cos` and signed `sin`, `[B·T, heads·head_dim]`.
-#[derive(Clone)]
 pub struct RopeTables<B: Backend> {
     pub cos: Tensor<B, 2>,
     pub sin: Tensor<B, 2>,
