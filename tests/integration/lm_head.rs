@@ -2,7 +2,9 @@
 //! and recomputed after the loss's backward, it gives the scores plain scoring gives and the
 //! gradient burn's autodiff gives through the whole head, for every parameter, on tied and
 //! untied models, with entropy, at a temperature, over several chunks, and with PEFT-made
-//! LoRA adapters on a frozen base (the gradient reaches the adapters through the body only).
+//! LoRA adapters on a frozen base (the gradient reaches the adapters through the body only);
+//! on burn-flex, through the fused host pass, and with `--features tch` also on libtorch's CPU
+//! device, through burn's ops as on a GPU.
 
 use std::path::Path;
 
@@ -40,7 +42,18 @@ fn values(t: Tensor<Dispatch, 2>) -> Vec<f32> {
 
 #[test]
 fn the_chunked_head_has_the_autodiff_gradient() {
-    let device = DispatchDevice::autodiff(cpu());
+    // burn-flex takes the fused host pass (`arl_qwen3::fused`); libtorch's CPU device, where
+    // compiled in, the head's burn ops, which a GPU runs too.
+    chunked_head_matches_autodiff_on(DispatchDevice::autodiff(cpu()));
+    #[cfg(feature = "tch")]
+    chunked_head_matches_autodiff_on(DispatchDevice::autodiff(
+        arl_qwen3::device::device_from_args("tch", 0, "f32").expect("libtorch's CPU device"),
+    ));
+}
+
+fn chunked_head_matches_autodiff_on(device: DispatchDevice) {
+    let host = arl_qwen3::fused::fuses_on_host::<Dispatch>(&device);
+    assert_eq!(host, !<Dispatch as burn::tensor::backend::Backend>::name(&device).contains("libtorch"), "which path runs");
     let seqs: Vec<Vec<u32>> = vec![(0..14).map(|i| (i * 31 % 300) as u32).collect(), vec![9, 8, 7, 6, 5, 4, 3]];
     let positions = vec![vec![2, 3, 5, 8, 9, 10, 13], vec![1, 4, 6]];
     let (b, l) = (2, 14);
@@ -63,7 +76,7 @@ fn the_chunked_head_has_the_autodiff_gradient() {
             model = model.no_grad();
             model.load_adapter(&fixtures.join("lora").join(adapter), Some(0.0)).unwrap();
         }
-        let name = format!("{base} {adapter:?}");
+        let name = format!("{base} {adapter:?} on {}", if host { "flex (fused)" } else { "libtorch (burn ops)" });
         let params = ScoreParams::at(0.7).with_entropy(true);
         let plain = score::score(&model, &seqs, Some(&positions), params).unwrap();
         let (lp_ref, ent_ref) = (values(plain.logprobs.clone()), values(plain.entropy.clone().unwrap()));

@@ -18,6 +18,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
 use crate::Qwen3;
+use crate::fused;
 use crate::layers::{to_dtype, to_f32};
 
 /// Logits per chunk (4M: 16 MiB in f32); the rows per chunk follow from the vocabulary.
@@ -76,6 +77,15 @@ pub fn scores<B: Backend>(
 ) -> (Tensor<B, 1>, Option<Tensor<B, 1>>) {
     let (n, hidden) = (normed.dims()[0], normed.dims()[1]);
     let device = normed.device();
+    if !B::ad_enabled(&device) && fused::fuses_on_host::<B>(&device) {
+        // Nothing to differentiate: the fused host pass (`fused`).
+        let head = InnerHead { weight: model.lm_head.as_ref().unwrap_or(&model.embed_tokens).val(), tied: model.lm_head.is_none() };
+        let stats = host_stats(&head, &normed, targets, temperature, rows);
+        let host = |f: fn(&fused::RowStats) -> f32| {
+            Tensor::<B, 1>::from_data(TensorData::new(stats.iter().map(f).collect::<Vec<f32>>(), [n]), &device)
+        };
+        return (host(|s| s.logprob), entropy.then(|| host(|s| s.entropy)));
+    }
     let (mut lps, mut ents) = (Vec::new(), Vec::new());
     for start in (0..n).step_by(rows) {
         let end = (start + rows).min(n);
@@ -135,13 +145,25 @@ impl<B: AutodiffBackend> DeferredHead<B> {
         // checkpointing strategy as `h` does (burn-dispatch refuses to mix strategies).
         let ad = normed.device();
         let (mut lps, mut lses, mut ents) = (Vec::new(), Vec::new(), Vec::new());
-        for start in (0..n).step_by(rows) {
-            let end = (start + rows).min(n);
-            let chunk = h.clone().slice([start..end, 0..hidden]);
-            let out = chunk_scores(inner.project(chunk), int2::<B>(&targets[start..end], &ad).inner(), 1.0 / temperature, entropy);
-            lps.push(out.logprobs);
-            lses.push(out.lse.reshape([end - start]));
-            ents.extend(out.entropy);
+        if fused::fuses_on_host::<B::InnerBackend>(&h.device()) {
+            let stats = host_stats(&inner, &h, &targets, temperature, rows);
+            let host = |f: fn(&fused::RowStats) -> f32| {
+                Tensor::<B, 1>::from_data(TensorData::new(stats.iter().map(f).collect::<Vec<f32>>(), [n]), &ad).inner()
+            };
+            lps.push(host(|s| s.logprob));
+            lses.push(host(|s| s.lse));
+            if entropy {
+                ents.push(host(|s| s.entropy));
+            }
+        } else {
+            for start in (0..n).step_by(rows) {
+                let end = (start + rows).min(n);
+                let chunk = h.clone().slice([start..end, 0..hidden]);
+                let out = chunk_scores(inner.project(chunk), int2::<B>(&targets[start..end], &ad).inner(), 1.0 / temperature, entropy);
+                lps.push(out.logprobs);
+                lses.push(out.lse.reshape([end - start]));
+                ents.extend(out.entropy);
+            }
         }
         let slots_t = Tensor::<B, 1, Int>::from_data(TensorData::new(slots.clone(), [n]), &ad).inner();
         let place = |values: Tensor<B::InnerBackend, 1>| -> Tensor<B, 2> {
@@ -180,12 +202,33 @@ impl<B: AutodiffBackend> DeferredHead<B> {
         let rows = self.rows;
         let mut grad_h = Vec::new();
         let mut grad_w: Option<Tensor<B::InnerBackend, 2>> = None;
+        // On the fused path, ∂W is summed in one host buffer (`[vocab, hidden]` tied, else `[hidden, vocab]`).
+        let mut w_host: Option<Vec<f32>> = None;
+        let on_host = fused::fuses_on_host::<B::InnerBackend>(&h.device()).then(|| {
+            let v = |t: &Tensor<B::InnerBackend, 1>| t.clone().into_data().convert::<f32>().into_vec::<f32>().expect("f32 values");
+            (v(&self.lse), v(&g_lp), g_ent.as_ref().zip(self.entropy_values.as_ref()).map(|(g, e)| (v(g), v(e))))
+        });
         for start in (0..n).step_by(rows) {
             let end = (start + rows).min(n);
             let c = end - start;
             let col = |t: &Tensor<B::InnerBackend, 1>| t.clone().narrow(0, start, c).reshape([c, 1]);
             let chunk = h.clone().slice([start..end, 0..hidden]);
             let z = inner.project(chunk.clone());
+            if let Some((lse, g_lp, ent)) = &on_host {
+                // The same ∂z as below, in one pass over the chunk's logits (`fused`).
+                let vocab = z.dims()[1];
+                let mut data = z.into_data();
+                let up =
+                    fused::Upstream { logprob: &g_lp[start..end], entropy: ent.as_ref().map(|(g, e)| (&g[start..end], &e[start..end])) };
+                let values = data.as_mut_slice::<f32>().expect("f32 logits");
+                fused::logits_grad(values, vocab, &self.targets[start..end], inv_t as f32, &lse[start..end], &up);
+                let hc = chunk.into_data().convert::<f32>().into_vec::<f32>().expect("f32 rows");
+                let acc = w_host.get_or_insert_with(|| vec![0.0; vocab * hidden]);
+                fused::accumulate_weight_grad(acc, values, &hc, c, vocab, hidden, inner.tied, start == 0);
+                let dz = to_dtype(Tensor::<B, 2>::from_data(data, &ad).inner(), dtype);
+                grad_h.push(inner.input_grad(dz));
+                continue;
+            }
             let z = if inv_t == 1.0 { z } else { z.mul_scalar(inv_t) };
             let logp = z - col(&self.lse);
             let p = logp.clone().exp();
@@ -213,9 +256,35 @@ impl<B: AutodiffBackend> DeferredHead<B> {
             Some(w) => w.val(),
             None => model.embed_tokens.val(),
         };
-        let grad_w = to_dtype(grad_w.expect("at least one row"), dtype);
+        let grad_w = match w_host {
+            Some(acc) => {
+                let [r, c] = weight.dims();
+                Tensor::<B, 2>::from_data(TensorData::new(acc, [r, c]), &ad).inner()
+            }
+            None => grad_w.expect("at least one row"),
+        };
+        let grad_w = to_dtype(grad_w, dtype);
         (self.normed * Tensor::from_inner(grad_h)).sum() + (weight * Tensor::from_inner(grad_w)).sum()
     }
+}
+
+/// [`fused::RowStats`] of every row of `h` (`[n, hidden]`), `rows` at a time, on a host device.
+fn host_stats<B: Backend>(head: &InnerHead<B>, h: &Tensor<B, 2>, targets: &[u32], temperature: f64, rows: usize) -> Vec<fused::RowStats> {
+    let (n, hidden) = (h.dims()[0], h.dims()[1]);
+    let mut stats = Vec::with_capacity(n);
+    for start in (0..n).step_by(rows) {
+        let end = (start + rows).min(n);
+        let z = head.project(h.clone().slice([start..end, 0..hidden]));
+        let vocab = z.dims()[1];
+        let data = z.into_data();
+        stats.extend(fused::row_stats(
+            data.as_slice::<f32>().expect("f32 logits"),
+            vocab,
+            &targets[start..end],
+            (1.0 / temperature) as f32,
+        ));
+    }
+    stats
 }
 
 /// The head's weight outside the graph.
@@ -240,10 +309,12 @@ impl<B: Backend> InnerHead<B> {
 
     /// `(∂h, ∂W)` of `z = h·Wᵀ` (tied) or `z = h·W` given `∂z` (both in the weights' dtype).
     fn backward(&self, h: Tensor<B, 2>, dz: Tensor<B, 2>) -> (Tensor<B, 2>, Tensor<B, 2>) {
-        if self.tied {
-            (dz.clone().matmul(self.weight.clone()), dz.transpose().matmul(h))
-        } else {
-            (dz.clone().matmul(self.weight.clone().transpose()), h.transpose().matmul(dz))
-        }
+        let dw = if self.tied { dz.clone().transpose().matmul(h) } else { h.transpose().matmul(dz.clone()) };
+        (self.input_grad(dz), dw)
+    }
+
+    /// `∂h` of `z = h·Wᵀ` (tied) or `z = h·W` given `∂z`.
+    fn input_grad(&self, dz: Tensor<B, 2>) -> Tensor<B, 2> {
+        if self.tied { dz.matmul(self.weight.clone()) } else { dz.matmul(self.weight.clone().transpose()) }
     }
 }

@@ -24,6 +24,7 @@ pub mod config;
 pub mod crosscheck;
 pub mod device;
 pub mod error;
+pub mod fused;
 pub mod head;
 pub mod hub;
 pub mod layers;
