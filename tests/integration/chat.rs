@@ -43,7 +43,7 @@ fn render_prints_hfs_text_and_ids() {
 }
 
 /// A model directory holding the real tokenizer.json and the given tokenizer_config.json.
-fn model_dir(name: &str, config: Option<Value>) -> PathBuf {
+fn model_dir(name: &str, config: Option<Value>) -> arl_tests::ScratchDir {
     let dir = scratch_dir(name);
     std::os::unix::fs::symlink(qwen3_tokenizer_dir().join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
     if let Some(config) = config {

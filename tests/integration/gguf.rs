@@ -25,8 +25,8 @@ fn ids(v: &Value) -> Vec<u32> {
 }
 
 /// `tiny-<arch>.gguf` converted into a scratch directory of the test `test`.
-fn convert_tiny(arch: &str, test: &str) -> PathBuf {
-    let out = scratch_dir(&format!("gguf-{arch}-{test}")).join("model");
+fn convert_tiny(arch: &str, test: &str) -> arl_tests::ScratchDir {
+    let out = scratch_dir(&format!("gguf-{arch}-{test}"));
     arl_gguf::convert(&fixtures().join(format!("tiny-{arch}.gguf")), &out).unwrap_or_else(|e| panic!("{arch}: {e}"));
     out
 }
@@ -174,21 +174,22 @@ fn a_gguf_path_is_a_model_source() {
     let out =
         arl(&["generate", "--model", path.to_str().unwrap(), "--prompt", "20,21,22", "--max-new-tokens", "3", "--seed", "1"]).unwrap();
     assert!(out.contains("\"ids\""), "{out}");
-    let rendered = scratch_dir("gguf-render").join("m.json");
+    let dir = scratch_dir("gguf-render");
+    let rendered = dir.join("m.json");
     std::fs::write(&rendered, r#"[{"role": "user", "content": "hi"}]"#).unwrap();
     let out = arl(&["render", "--model", path.to_str().unwrap(), "--messages", rendered.to_str().unwrap()]).unwrap();
     assert!(out.contains("<|im_start|>user"), "{out}");
 }
 
-/// A copy of a tiny fixture with the bytes right after the first occurrence of `after`
-/// overwritten by `to`.
-fn patched(name: &str, after: &[u8], to: &[u8]) -> PathBuf {
+/// A scratch directory holding `patched.gguf`: a copy of a tiny fixture with the bytes right
+/// after the first occurrence of `after` overwritten by `to`.
+fn patched(name: &str, after: &[u8], to: &[u8]) -> arl_tests::ScratchDir {
     let mut bytes = std::fs::read(fixtures().join(name)).unwrap();
     let at = bytes.windows(after.len()).position(|w| w == after).expect("pattern in the fixture") + after.len();
     bytes[at..at + to.len()].copy_from_slice(to);
-    let path = scratch_dir(&format!("gguf-patched-{}", to.len() + at)).join("patched.gguf");
-    std::fs::write(&path, bytes).unwrap();
-    path
+    let dir = scratch_dir(&format!("gguf-patched-{}", to.len() + at));
+    std::fs::write(dir.join("patched.gguf"), bytes).unwrap();
+    dir
 }
 
 fn convert_error(gguf: &Path) -> String {
@@ -208,7 +209,7 @@ fn files_arl_cannot_convert_are_one_line_errors_that_write_nothing() {
     key.extend(b"general.architecture");
     key.extend(8u32.to_le_bytes());
     key.extend(5u64.to_le_bytes());
-    let err = convert_error(&patched("tiny-qwen2.gguf", &key, b"gemma"));
+    let err = convert_error(&patched("tiny-qwen2.gguf", &key, b"gemma").join("patched.gguf"));
     assert!(err.contains("architecture `gemma` is not supported (supported: llama, qwen2, qwen3)"), "{err}");
 
     // A tokenizer arl cannot build (a sentencepiece vocabulary).
@@ -216,7 +217,7 @@ fn files_arl_cannot_convert_are_one_line_errors_that_write_nothing() {
     key.extend(b"tokenizer.ggml.model");
     key.extend(8u32.to_le_bytes());
     key.extend(4u64.to_le_bytes());
-    let err = convert_error(&patched("tiny-qwen2.gguf", &key, b"bert"));
+    let err = convert_error(&patched("tiny-qwen2.gguf", &key, b"bert").join("patched.gguf"));
     assert!(err.contains("tokenizer model `bert`") && err.contains("supported: gpt2"), "{err}");
 
     // A quantization type arl cannot read (IQ2_XXS = 16): the tensor table entry of
@@ -227,7 +228,7 @@ fn files_arl_cannot_convert_are_one_line_errors_that_write_nothing() {
     entry.extend(2u32.to_le_bytes());
     entry.extend(64u64.to_le_bytes());
     entry.extend(64u64.to_le_bytes());
-    let err = convert_error(&patched("tiny-qwen2.gguf", &entry, &16u32.to_le_bytes()));
+    let err = convert_error(&patched("tiny-qwen2.gguf", &entry, &16u32.to_le_bytes()).join("patched.gguf"));
     assert!(err.contains("ggml type id 16 is not supported") && err.contains("Q4_K"), "{err}");
 
     // A truncated file.
