@@ -136,3 +136,23 @@ impl<B: Backend> KvCache<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{DType, Shape, Slice};
+    use burn_flex::FlexTensor;
+
+    /// The cache is "written in place" only if burn-flex's `slice_assign` writes into a
+    /// uniquely owned buffer without copying it. burn-flex 0.21.0 copied the whole buffer on
+    /// every call (a clone of its Arc was alive; `third_party/README.md`), which made each turn
+    /// of a tools-gym rollout copy the whole decode cache once per row per layer.
+    #[test]
+    fn slice_assign_writes_into_the_same_buffer() {
+        let cache = FlexTensor::zeros(Shape::new([4, 2, 16, 8]), DType::F32);
+        let before = cache.storage::<f32>().as_ptr();
+        let row = FlexTensor::zeros(Shape::new([1, 2, 5, 8]), DType::F32);
+        let slices = [Slice::new(1, Some(2), 1), Slice::new(0, Some(2), 1), Slice::new(3, Some(8), 1), Slice::new(0, Some(8), 1)];
+        let after = burn_flex::ops::slice::slice_assign(cache, &slices, row);
+        assert_eq!(after.storage::<f32>().as_ptr(), before, "slice_assign copied the destination buffer");
+    }
+}

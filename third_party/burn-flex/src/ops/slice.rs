@@ -233,7 +233,15 @@ fn slice_write_impl<E: Element + bytemuck::Pod>(
     slices: &[Slice],
     source: WriteSource<'_, E>,
 ) -> FlexTensor {
-    let mut tensor = tensor.to_contiguous();
+    // arl's patch (third_party/README.md): `to_contiguous` of a contiguous tensor is a clone of
+    // its Arc, so with the original still alive `storage_mut` below copied the whole
+    // destination buffer on every call. Dropping the original first keeps a uniquely owned
+    // buffer unique, and the write in place.
+    let mut tensor = {
+        let contiguous = tensor.to_contiguous();
+        drop(tensor);
+        contiguous
+    };
     let dst_layout = tensor.layout().clone();
     let ndims = dst_layout.num_dims();
 
