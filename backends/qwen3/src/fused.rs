@@ -57,11 +57,10 @@ pub fn logits_grad(logits: &mut [f32], vocab: usize, targets: &[u32], inv_t: f32
 
 /// `acc += dzᵀ·h` (`[vocab, hidden]`, a tied embedding's layout) or `acc += hᵀ·dz`
 /// (`[hidden, vocab]`, an `lm_head`'s) for one chunk of `rows` rows — `dz` `[rows, vocab]`, `h`
-/// `[rows, hidden]` — written straight into the f32 accumulator (`first`: overwrite it). The
+/// `[rows, hidden]` — summed straight into the f32 accumulator (zeroed by the caller). The
 /// head's weight gradient then costs one gemm per chunk and no `[vocab, hidden]` temporary:
 /// through burn, each chunk's product and the running sum were new tensors of the weight's size.
-#[allow(clippy::too_many_arguments)]
-pub fn accumulate_weight_grad(acc: &mut [f32], dz: &[f32], h: &[f32], rows: usize, vocab: usize, hidden: usize, tied: bool, first: bool) {
+pub fn accumulate_weight_grad(acc: &mut [f32], dz: &[f32], h: &[f32], rows: usize, vocab: usize, hidden: usize, tied: bool) {
     assert_eq!(acc.len(), vocab * hidden, "the accumulator is not the weight's size");
     assert_eq!((dz.len(), h.len()), (rows * vocab, rows * hidden), "dz or h is not [rows, ·]");
     let (v, hd) = (vocab as isize, hidden as isize);
@@ -82,7 +81,7 @@ pub fn accumulate_weight_grad(acc: &mut [f32], dz: &[f32], h: &[f32], rows: usiz
             acc.as_mut_ptr(),
             1,
             dst_rs,
-            !first,
+            true,
             lhs,
             lhs_cs,
             lhs_rs,
@@ -270,9 +269,9 @@ mod tests {
         let dz: Vec<Vec<f32>> = (0..2).map(|c| logits(rows, vocab).iter().map(|x| x * (c + 1) as f32).collect()).collect();
         let h: Vec<Vec<f32>> = (0..2).map(|c| logits(rows, hidden + c).into_iter().take(rows * hidden).collect()).collect();
         for tied in [true, false] {
-            let mut acc = vec![f32::NAN; vocab * hidden]; // `first` must not read it
+            let mut acc = vec![0.0; vocab * hidden];
             for c in 0..2 {
-                accumulate_weight_grad(&mut acc, &dz[c], &h[c], rows, vocab, hidden, tied, c == 0);
+                accumulate_weight_grad(&mut acc, &dz[c], &h[c], rows, vocab, hidden, tied);
             }
             for v in 0..vocab {
                 for j in 0..hidden {

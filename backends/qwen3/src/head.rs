@@ -79,12 +79,8 @@ pub fn scores<B: Backend>(
     let device = normed.device();
     if !B::ad_enabled(&device) && fused::fuses_on_host::<B>(&device) {
         // Nothing to differentiate: the fused host pass (`fused`).
-        let head = InnerHead { weight: model.lm_head.as_ref().unwrap_or(&model.embed_tokens).val(), tied: model.lm_head.is_none() };
-        let stats = host_stats(&head, &normed, targets, temperature, rows);
-        let host = |f: fn(&fused::RowStats) -> f32| {
-            Tensor::<B, 1>::from_data(TensorData::new(stats.iter().map(f).collect::<Vec<f32>>(), [n]), &device)
-        };
-        return (host(|s| s.logprob), entropy.then(|| host(|s| s.entropy)));
+        let stats = host_stats(&InnerHead::of(model), &normed, targets, temperature, rows);
+        return (stat_column(&stats, |s| s.logprob, &device), entropy.then(|| stat_column(&stats, |s| s.entropy, &device)));
     }
     let (mut lps, mut ents) = (Vec::new(), Vec::new());
     for start in (0..n).step_by(rows) {
@@ -147,9 +143,7 @@ impl<B: AutodiffBackend> DeferredHead<B> {
         let (mut lps, mut lses, mut ents) = (Vec::new(), Vec::new(), Vec::new());
         if fused::fuses_on_host::<B::InnerBackend>(&h.device()) {
             let stats = host_stats(&inner, &h, &targets, temperature, rows);
-            let host = |f: fn(&fused::RowStats) -> f32| {
-                Tensor::<B, 1>::from_data(TensorData::new(stats.iter().map(f).collect::<Vec<f32>>(), [n]), &ad).inner()
-            };
+            let host = |f: fn(&fused::RowStats) -> f32| stat_column::<B>(&stats, f, &ad).inner();
             lps.push(host(|s| s.logprob));
             lses.push(host(|s| s.lse));
             if entropy {
@@ -224,7 +218,7 @@ impl<B: AutodiffBackend> DeferredHead<B> {
                 fused::logits_grad(values, vocab, &self.targets[start..end], inv_t as f32, &lse[start..end], &up);
                 let hc = chunk.into_data().convert::<f32>().into_vec::<f32>().expect("f32 rows");
                 let acc = w_host.get_or_insert_with(|| vec![0.0; vocab * hidden]);
-                fused::accumulate_weight_grad(acc, values, &hc, c, vocab, hidden, inner.tied, start == 0);
+                fused::accumulate_weight_grad(acc, values, &hc, c, vocab, hidden, inner.tied);
                 let dz = to_dtype(Tensor::<B, 2>::from_data(data, &ad).inner(), dtype);
                 grad_h.push(inner.input_grad(dz));
                 continue;
@@ -252,10 +246,7 @@ impl<B: AutodiffBackend> DeferredHead<B> {
             });
         }
         let grad_h = if grad_h.len() == 1 { grad_h.pop().expect("one chunk") } else { Tensor::cat(grad_h, 0) };
-        let weight = match &model.lm_head {
-            Some(w) => w.val(),
-            None => model.embed_tokens.val(),
-        };
+        let weight = InnerHead::of(model).weight;
         let grad_w = match w_host {
             Some(acc) => {
                 let [r, c] = weight.dims();
@@ -287,6 +278,11 @@ fn host_stats<B: Backend>(head: &InnerHead<B>, h: &Tensor<B, 2>, targets: &[u32]
     stats
 }
 
+/// One statistic of every row, as a tensor on `device`.
+fn stat_column<B: Backend>(stats: &[fused::RowStats], f: fn(&fused::RowStats) -> f32, device: &B::Device) -> Tensor<B, 1> {
+    Tensor::from_data(TensorData::new(stats.iter().map(f).collect::<Vec<f32>>(), [stats.len()]), device)
+}
+
 /// The head's weight outside the graph.
 struct InnerHead<B: Backend> {
     /// `[vocab, hidden]` (tied embeddings) or `[hidden, vocab]` (`lm_head`).
@@ -295,13 +291,19 @@ struct InnerHead<B: Backend> {
 }
 
 fn inner_model<B: AutodiffBackend>(model: &Qwen3<B>) -> InnerHead<B::InnerBackend> {
-    match &model.lm_head {
-        Some(w) => InnerHead { weight: w.val().inner(), tied: false },
-        None => InnerHead { weight: model.embed_tokens.val().inner(), tied: true },
-    }
+    let head = InnerHead::of(model);
+    InnerHead { weight: head.weight.inner(), tied: head.tied }
 }
 
 impl<B: Backend> InnerHead<B> {
+    /// The model's head weight: its `lm_head`, or the embeddings it is tied to.
+    fn of(model: &Qwen3<B>) -> Self {
+        match &model.lm_head {
+            Some(w) => Self { weight: w.val(), tied: false },
+            None => Self { weight: model.embed_tokens.val(), tied: true },
+        }
+    }
+
     fn project(&self, normed: Tensor<B, 2>) -> Tensor<B, 2> {
         let logits = if self.tied { normed.matmul(self.weight.clone().transpose()) } else { normed.matmul(self.weight.clone()) };
         to_f32(logits)
