@@ -128,3 +128,32 @@ fn a_policy_reuses_its_rows_until_the_weights_change() {
     policy.generate(&next, &opts).unwrap();
     assert_eq!(policy.prefill_tokens().unwrap() - after, next.iter().map(|p| p.len()).sum::<usize>() as u64);
 }
+
+/// Rows that finish early stay in the batch as placeholders until a quarter of it has
+/// finished, then leave it together; neither may change what the other rows sample. Against
+/// the same batch with no stop ids (no row finishes before the last step): each row equals it
+/// up to its first stop id.
+#[test]
+fn rows_that_finish_early_do_not_change_the_others() {
+    for name in ["qwen3-a", "llama"] {
+        let model = load(name);
+        let prompts: Vec<Vec<u32>> = (0..12u32).map(|r| (0..3 + r % 5).map(|i| (r * 31 + i * 7) % 200 + 1).collect()).collect();
+        let stop: Vec<u32> = (0..400).filter(|id| id % 7 == 0).collect();
+        let opts = SamplingParams { max_new_tokens: 24, seed: 11, stop_ids: Some(stop.clone()), ..Default::default() };
+        let (early, _) = sample::generate_timed(&model, &prompts, &opts).unwrap();
+        let (full, _) = sample::generate_timed(&model, &prompts, &SamplingParams { stop_ids: Some(vec![]), ..opts.clone() }).unwrap();
+        let lengths: std::collections::BTreeSet<usize> = early.iter().map(|g| g.ids.len()).collect();
+        // Finishes spread over several steps, and at least three rows (a quarter) before the last.
+        assert!(lengths.len() >= 4, "{name}: finish lengths {lengths:?}");
+        let last = *lengths.iter().max().unwrap();
+        assert!(early.iter().filter(|g| g.ids.len() < last).count() >= 3, "{name}: {lengths:?}");
+        for (r, (e, f)) in early.iter().zip(&full).enumerate() {
+            let n = e.ids.len();
+            assert_eq!(e.ids[..], f.ids[..n], "{name} row {r}");
+            let first_stop = f.ids.iter().position(|id| stop.contains(id));
+            assert_eq!(e.finish == arl_core::policy::FinishReason::Stop, first_stop == Some(n - 1), "{name} row {r}");
+            let worst = e.sampler_logprobs.iter().zip(&f.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "{name} row {r}: {worst}");
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //! batch (padding keys masked, rotary positions counted from each row's first real token);
 //! the prefill runs once per distinct prompt, then every step runs the model on the one new
 //! token per row against the cache, written in place ([`KvCache`]). Finished rows leave the
-//! batch (their cache rows are dropped).
+//! batch (their cache rows are dropped) once a quarter of it has finished; until then they
+//! decode a placeholder whose outputs are dropped.
 //!
 //! What is prefilled: with a [`PrefixCache`] ([`generate_cached`]), a prompt that extends an
 //! earlier call's row (the next turn of an episode) reuses that row's keys and values and
@@ -111,54 +112,70 @@ pub fn generate_cached<B: Backend>(
         (kv, logits)
     };
 
-    let mut active: Vec<usize> = (0..b).collect(); // original row of each batch row
+    // Each cache row's original row, and whether it is still generating. Finished rows stay
+    // in the batch (decoding a placeholder, their outputs dropped) until a quarter of it has
+    // finished, then leave together: dropping rows copies every live row's cache, and doing
+    // that at each finish copied a 64-row turn's whole cache up to 63 times. A row's draws
+    // and logits do not depend on the other rows of its batch.
+    let mut slots: Vec<(usize, bool)> = (0..b).map(|row| (row, true)).collect();
+    let live_rows = |slots: &[(usize, bool)]| -> Vec<usize> { (0..slots.len()).filter(|&i| slots[i].1).collect() };
+    let index = |rows: &[usize]| {
+        let rows: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
+        let n = rows.len();
+        Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [n]), &device)
+    };
     let mut decode_start = None;
     loop {
+        let live = live_rows(&slots);
+        let active: Vec<usize> = live.iter().map(|&i| slots[i].0).collect();
         let drawn = draw_rows(logits, &active, opts, &mut rngs);
         if decode_start.is_none() {
             timings.prefill_s = start.elapsed().as_secs_f64();
             decode_start = Some(std::time::Instant::now());
         }
-        let mut next = Vec::with_capacity(active.len());
-        for (i, (&row, (id, lp))) in active.iter().zip(drawn).enumerate() {
+        for ((&i, &row), (id, lp)) in live.iter().zip(&active).zip(drawn) {
             let g = &mut out[row];
             g.ids.push(id);
             g.sampler_logprobs.push(lp);
             if stop_ids.contains(&id) {
                 g.finish = FinishReason::Stop;
             } else if g.ids.len() < opts.max_new_tokens {
-                next.push((i, row, id));
                 continue;
             }
+            slots[i].1 = false;
             if cache.is_enabled() {
                 // Its keys and values so far: the prompt and every sampled token but the last.
                 let ids: Vec<u32> = prompts[row].iter().chain(&g.ids[..g.ids.len() - 1]).copied().collect();
                 cache.insert(ids, kv.row(i, pads[row]));
             }
         }
-        if next.is_empty() {
+        let mut live = live_rows(&slots);
+        if live.is_empty() {
             timings.decode_s = decode_start.map_or(0.0, |t| t.elapsed().as_secs_f64());
             return Ok((out, timings));
         }
-        if next.len() < active.len() {
-            let keep: Vec<i64> = next.iter().map(|&(i, _, _)| i as i64).collect();
-            kv.retain_rows(Tensor::from_data(TensorData::new(keep.clone(), [keep.len()]), &device));
+        if 4 * (slots.len() - live.len()) >= slots.len() {
+            kv.retain_rows(index(&live));
+            slots.retain(|&(_, on)| on);
+            live = live_rows(&slots);
         }
-        active = next.iter().map(|&(_, row, _)| row).collect();
-        // Decode: one new token per row at key index `l`; padding keys stay masked.
+        // Decode: one new token per cache row at key index `l`; padding keys stay masked. A
+        // finished row repeats its last token at its last position (any finite input will do).
         let l = kv.len();
-        let ids: Vec<Vec<u32>> = next.iter().map(|&(_, _, id)| vec![id]).collect();
-        let positions: Vec<Vec<usize>> = active.iter().map(|&row| vec![prompts[row].len() + out[row].ids.len() - 1]).collect();
-        let bias: Vec<f32> = active
+        let ids: Vec<Vec<u32>> = slots.iter().map(|&(row, _)| vec![*out[row].ids.last().expect("a drawn token")]).collect();
+        let positions: Vec<Vec<usize>> = slots.iter().map(|&(row, _)| vec![prompts[row].len() + out[row].ids.len() - 1]).collect();
+        let bias: Vec<f32> = slots
             .iter()
-            .flat_map(|&row| {
+            .flat_map(|&(row, _)| {
                 let pad = pads[row];
                 (0..=l).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY })
             })
             .collect();
-        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [active.len(), 1, l + 1]), &device);
+        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, l + 1]), &device);
         let hidden = model.hidden(&ids, &positions, Some(bias), Some(&mut kv));
-        timings.decode_tokens += ids.len();
+        timings.decode_tokens += live.len();
+        // The LM head on the live rows only.
+        let hidden = if live.len() == slots.len() { hidden } else { hidden.select(0, index(&live)) };
         logits = model.head(hidden);
     }
 }

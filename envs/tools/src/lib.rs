@@ -49,7 +49,27 @@ arl_core::register!(EnvPlugin {
 });
 
 fn build(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
+    check_real_pytest(sandbox.as_ref())?;
     Ok(Box::new(ToolsEnv(BankEnv::from_config("tools", config, sandbox)?)))
+}
+
+/// Under a real shell (`rlimit`), `Bash` says pytest is available and runs the installed one
+/// (`scripts/setup/pytest.sh`); without it every test run would show the model (and the oracle
+/// transcripts) `ModuleNotFoundError: No module named 'pytest'`, so the env refuses to start.
+/// The emulated shell (`wasm`) has its own runner and needs nothing.
+fn check_real_pytest(sandbox: &dyn Sandbox) -> Result<(), PluginError> {
+    match sandbox.shell() {
+        Some(shell) if !shell.python_path.iter().any(|p| p == arl_core::PYTEST_AT) => Err(PluginError {
+            kind: "env",
+            name: "tools".into(),
+            message: format!(
+                "sandbox `{}` runs Bash in a real shell, and pytest is not installed for it; run scripts/setup/pytest.sh once \
+                 (it fills ~/.cache/arl/assets/pytest, or set ARL_PYTEST_DIR), or use --sandbox wasm",
+                sandbox.name()
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 impl ToolsEnv {
@@ -88,5 +108,38 @@ impl Env for ToolsEnv {
     fn oracle(&self, task: &Task, noise: &OracleNoise, seed: u64) -> Result<Option<Vec<OracleTurn>>, EnvError> {
         let bug = BugTask::from_task(task).map_err(|e| EnvError::Other(e.to_string()))?;
         Ok(Some(oracle::turns(&bug, noise, seed)))
+    }
+}
+
+#[cfg(test)]
+mod pytest_tests {
+    use arl_core::{Job, JobOutcome, Sandbox, SandboxError, ShellSupport};
+
+    use super::check_real_pytest;
+
+    /// A sandbox with a real shell (`Some`) or an emulated one (`None`); it never runs a job.
+    struct StandIn(Option<ShellSupport>);
+
+    impl Sandbox for StandIn {
+        fn name(&self) -> &str {
+            "stand-in"
+        }
+        fn run(&self, _: &Job) -> Result<JobOutcome, SandboxError> {
+            unreachable!("never runs a job")
+        }
+        fn shell(&self) -> Option<&ShellSupport> {
+            self.0.as_ref()
+        }
+    }
+
+    #[test]
+    fn a_real_shell_without_pytest_is_refused_in_one_line() {
+        let shell = |python_path: Vec<String>| ShellSupport { bash: "/bin/bash".into(), repo: "/repo".into(), python_path };
+        let err = check_real_pytest(&StandIn(Some(shell(vec![])))).expect_err("no pytest: refused").to_string();
+        assert!(err.starts_with("env `tools`: sandbox `stand-in` runs Bash in a real shell"), "{err}");
+        assert!(err.contains("scripts/setup/pytest.sh") && !err.contains('\n'), "{err}");
+        assert!(check_real_pytest(&StandIn(Some(shell(vec![arl_core::PYTEST_AT.into()])))).is_ok());
+        // The emulated shell has its own runner.
+        assert!(check_real_pytest(&StandIn(None)).is_ok());
     }
 }
