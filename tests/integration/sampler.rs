@@ -30,11 +30,16 @@ fn params(case: &serde_json::Value) -> SamplingParams {
     }
 }
 
+/// The largest |a − b| over the pairs of log-probabilities (as far as the shorter goes).
+fn max_gap(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max)
+}
+
 fn same(got: &[Generation], want: &[Generation], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (r, (g, w)) in got.iter().zip(want).enumerate() {
         assert_eq!((&g.ids, g.finish), (&w.ids, w.finish), "{what}, row {r}");
-        let worst = g.sampler_logprobs.iter().zip(&w.sampler_logprobs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let worst = max_gap(&g.sampler_logprobs, &w.sampler_logprobs);
         // Ids exactly; log-probabilities to the project's 1e-5 (this build's kernels, burn-flex
         // with simd and rayon, sum in another order: ≈1.4e-6 seen on log-probs near −12).
         assert!(worst <= 1e-5, "{what}, row {r}: log-probabilities differ by {worst}");
@@ -87,7 +92,7 @@ fn the_next_turn_prefills_only_its_new_suffix() {
         assert_eq!(t3.reused_tokens, 0);
         for (r, (a, b)) in cached.iter().zip(&fresh).enumerate() {
             assert_eq!(a.ids, b.ids, "{name} row {r}");
-            let worst = a.sampler_logprobs.iter().zip(&b.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            let worst = max_gap(&a.sampler_logprobs, &b.sampler_logprobs);
             assert!(worst <= 1e-5, "{name} row {r}: {worst}");
         }
         // New prompts around a cached one: prefilled in two groups (new, cached) whose rows
@@ -98,7 +103,7 @@ fn the_next_turn_prefills_only_its_new_suffix() {
         let (fresh, _) = sample::generate_timed(&model, &mixed, &next).unwrap();
         for (r, (a, b)) in got.iter().zip(&fresh).enumerate() {
             assert_eq!(a.ids, b.ids, "{name} mixed row {r}");
-            let worst = a.sampler_logprobs.iter().zip(&b.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            let worst = max_gap(&a.sampler_logprobs, &b.sampler_logprobs);
             assert!(worst <= 1e-5, "{name} mixed row {r}: {worst}");
         }
     }
@@ -152,7 +157,7 @@ fn rows_that_finish_early_do_not_change_the_others() {
             assert_eq!(e.ids[..], f.ids[..n], "{name} row {r}");
             let first_stop = f.ids.iter().position(|id| stop.contains(id));
             assert_eq!(e.finish == arl_core::policy::FinishReason::Stop, first_stop == Some(n - 1), "{name} row {r}");
-            let worst = e.sampler_logprobs.iter().zip(&f.sampler_logprobs).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            let worst = max_gap(&e.sampler_logprobs, &f.sampler_logprobs);
             assert!(worst <= 1e-5, "{name} row {r}: {worst}");
         }
     }
