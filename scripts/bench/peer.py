@@ -7,6 +7,11 @@
 
 With `--arl-before`, a second arl binary (an older build) takes its turn in every round too
 (before, arl, peer, …) and the table gains its column and the ratios before/peer and arl/before.
+`--before-args` gives that binary extra flags and `--before-label` names its column, e.g. the
+libtorch backend beside burn-flex (a `--features tch` build, `scripts/with-libtorch.sh`):
+
+    python3 scripts/bench/peer.py compare --arl NEW/arl --arl-before TCH/arl --before-args "--backend tch" \
+        --before-label "arl tch" --model llama-135m --what score
 
 `compare` exports the model's weights with `arl bench export` (a preset's seeded random
 weights; a directory is used as it is), then runs, as separate processes taking turns
@@ -34,6 +39,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -211,21 +217,22 @@ def compare(a):
     for name, arl_args, peer_cmd in pairs:
         runs = []
         for i in range(a.runs):
-            old = run_json([before, *arl_args]) if before else None
+            old = run_json([before, *arl_args, *shlex.split(a.before_args)]) if before else None
             ours = run_json([arl, *arl_args])
             theirs = run_json(peer_cmd)
             runs.append((ours, theirs, old))
             if old is not None:
-                print(f"# {name} run {i + 1}/{a.runs}: arl-before {json.dumps(old)}", file=sys.stderr)
+                print(f"# {name} run {i + 1}/{a.runs}: {a.before_label} {json.dumps(old)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: arl {json.dumps(ours)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: peer {json.dumps(theirs)}", file=sys.stderr)
         results[name] = runs
-    sides = "before, arl and peer" if before else "arl and peer"
+    sides = f"{a.before_label}, arl and peer" if before else "arl and peer"
     print(f"model `{a.model}`; {a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
           "above 1 the first is faster in tokens/s, below 1 it uses less memory")
     print()
     if before:
-        print("| bench | figure | arl before | arl | peer | before / peer | arl / peer | arl / before |")
+        lb = a.before_label
+        print(f"| bench | figure | {lb} | arl | peer | {lb} / peer | arl / peer | arl / {lb} |")
         print("|---|---|---|---|---|---|---|---|")
     else:
         print("| bench | figure | arl | peer | ratio |")
@@ -253,8 +260,8 @@ def compare(a):
         if name == "score":
             o, t, b = runs[0]
             print()
-            old = f"before {b['first_loss']:.6f} / " if b else ""
-            old_g = f"before {b['first_grad_norm']:.6f} / " if b else ""
+            old = f"{a.before_label} {b['first_loss']:.6f} / " if b else ""
+            old_g = f"{a.before_label} {b['first_grad_norm']:.6f} / " if b else ""
             print(f"warm-up step: loss {old}arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
                   f"grad norm {old_g}arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
     if tmp:
@@ -283,6 +290,8 @@ def main():
     q = sub.add_parser("compare")
     q.add_argument("--arl", required=True, help="the arl binary (a release build)")
     q.add_argument("--arl-before", help="an older arl binary to run in the same rounds (before/after)")
+    q.add_argument("--before-args", default="", help="extra flags for --arl-before (e.g. \"--backend tch\")")
+    q.add_argument("--before-label", default="arl before", help="the column name of --arl-before")
     q.add_argument("--model", required=True, help="arl preset name or HF model directory")
     q.add_argument("--what", default="gen,score")
     q.add_argument("--runs", type=int, default=3)

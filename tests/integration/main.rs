@@ -11,6 +11,7 @@ mod dataset;
 mod envs;
 mod fuzz;
 mod gguf;
+mod gradients;
 mod help;
 mod lm_head;
 mod lora;
