@@ -15,6 +15,15 @@ fn new_env_writes_a_crate_against_this_checkout() {
     assert!(manifest.contains("[profile.dev.package.arl-core]"), "arl's crates keep their own profile");
     let doc: toml::Table = manifest.parse().unwrap();
     assert_eq!(doc["bin"][0]["name"].as_str(), Some("my-env-arl"));
+    // arl's patched upstream crates, so the plugin's binary runs the same burn as arl's.
+    let ours: toml::Table = std::fs::read_to_string(checkout.join("Cargo.toml")).unwrap().parse().unwrap();
+    let patches = ours["patch"]["crates-io"].as_table().unwrap();
+    assert!(patches.contains_key("burn-flex") && patches.contains_key("burn-autodiff"), "{patches:?}");
+    for (name, spec) in patches {
+        let theirs = doc["patch"]["crates-io"][name]["path"].as_str().unwrap_or_else(|| panic!("{name} not patched: {manifest}"));
+        assert_eq!(theirs, checkout.join(spec["path"].as_str().unwrap()).to_str().unwrap());
+        assert!(std::path::Path::new(theirs).join("Cargo.toml").is_file(), "{theirs}");
+    }
     assert!(std::fs::read_to_string(dir.join("src/main.rs")).unwrap().contains("use my_env as _;"));
     assert!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap().contains("name: \"my-env\""));
     assert_eq!(std::fs::read(dir.join("Cargo.lock")).unwrap(), std::fs::read(checkout.join("Cargo.lock")).unwrap());

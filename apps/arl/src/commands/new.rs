@@ -49,12 +49,13 @@ impl New {
             return Err(crate::usage!("{}: exists and is not empty; choose another --out", dir.display()));
         }
         let krate = name.replace('-', "_");
-        let profiles = arl_profiles(&arl)?;
+        let (profiles, patches) = (arl_profiles(&arl)?, arl_patches(&arl)?);
         let fill = |t: &str| {
             t.replace("{{name}}", &name)
                 .replace("{{crate}}", &krate)
                 .replace("{{arl}}", &arl.display().to_string())
                 .replace("{{arl_profiles}}", &profiles)
+                .replace("{{arl_patches}}", &patches)
         };
         std::fs::create_dir_all(dir.join("src")).with_context(|| format!("creating {}", dir.display()))?;
         let files = [("Cargo.toml", fill(CARGO_TOML)), ("src/lib.rs", fill(LIB_RS)), ("src/main.rs", fill(MAIN_RS))];
@@ -71,15 +72,32 @@ impl New {
     }
 }
 
+/// arl's `[patch.crates-io]` (its patched copies of upstream crates, `third_party/`), with the
+/// paths made absolute: `[patch]` applies only in the workspace being built, so without it a
+/// plugin's binary would build the unpatched releases (burn-flex's `slice_assign` copying the
+/// whole KV cache at every decode step, the autodiff softmax recorded op by op) and not share
+/// arl's builds of them.
+fn arl_patches(arl: &Path) -> anyhow::Result<String> {
+    let path = arl.join("Cargo.toml");
+    let root = read_toml(&path)?;
+    let Some(patches) = root.get("patch").and_then(|p| p.get("crates-io")).and_then(|p| p.as_table()) else {
+        return Ok(String::new());
+    };
+    let mut out = String::from("\n# arl's patched copies of upstream crates (its Cargo.toml says why).\n[patch.crates-io]\n");
+    for (name, spec) in patches {
+        let Some(dir) = spec.get("path").and_then(|p| p.as_str()) else {
+            anyhow::bail!("{}: [patch.crates-io] {name} has no path; arl new env copies path patches only", path.display());
+        };
+        out.push_str(&format!("{name} = {{ path = \"{}\" }}\n", arl.join(dir).display()));
+    }
+    Ok(out)
+}
+
 /// Profile overrides that give arl's own crates the settings they have in arl's workspace (there
 /// they are members, here `"*"` would cover them): the same settings mean the same artifacts, so a
 /// shared `CARGO_TARGET_DIR` builds nothing of arl twice.
 fn arl_profiles(arl: &Path) -> anyhow::Result<String> {
-    let read = |p: PathBuf| -> anyhow::Result<toml::Table> {
-        let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        text.parse::<toml::Table>().with_context(|| format!("{}: not valid TOML", p.display()))
-    };
-    let root = read(arl.join("Cargo.toml"))?;
+    let root = read_toml(&arl.join("Cargo.toml"))?;
     let members: Vec<String> = root
         .get("workspace")
         .and_then(|w| w.get("members"))
@@ -89,7 +107,7 @@ fn arl_profiles(arl: &Path) -> anyhow::Result<String> {
     let overrides = root.get("profile").and_then(|p| p.get("dev")).and_then(|d| d.get("package")).and_then(|p| p.as_table());
     let mut out = String::new();
     for member in members {
-        let manifest = read(arl.join(&member).join("Cargo.toml"))?;
+        let manifest = read_toml(&arl.join(&member).join("Cargo.toml"))?;
         let Some(name) = manifest.get("package").and_then(|p| p.get("name")).and_then(|n| n.as_str()) else { continue };
         let (opt, debug) = match overrides.and_then(|o| o.get(name)) {
             Some(o) => (o.get("opt-level").and_then(|v| v.as_integer()).unwrap_or(0), "\"line-tables-only\""),
@@ -98,4 +116,9 @@ fn arl_profiles(arl: &Path) -> anyhow::Result<String> {
         out.push_str(&format!("[profile.dev.package.{name}]\nopt-level = {opt}\ndebug = {debug}\n\n"));
     }
     Ok(out)
+}
+
+fn read_toml(path: &Path) -> anyhow::Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.parse::<toml::Table>().with_context(|| format!("{}: not valid TOML", path.display()))
 }
