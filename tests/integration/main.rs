@@ -9,6 +9,7 @@ mod config;
 mod crosscheck;
 mod dataset;
 mod envs;
+mod flex_kernels;
 mod fuzz;
 mod gguf;
 mod gradients;

@@ -93,6 +93,11 @@ impl ActivationOps<Flex> for Flex {
     }
 
     fn sigmoid(tensor: FloatTensor<Flex>) -> FloatTensor<Flex> {
+        // arl patch (third_party/README.md): f32 through a branch-free exp that vectorizes,
+        // rows in parallel; the per-element libm `expf` was most of a SiLU's cost.
+        if tensor.dtype() == DType::F32 {
+            return sigmoid_all_f32(tensor);
+        }
         unary_op(tensor, sigmoid_f32, sigmoid_f64)
     }
 
@@ -167,6 +172,84 @@ fn sigmoid_f32(x: f32) -> f32 {
         let e = x.exp();
         e / (1.0 + e)
     }
+}
+
+/// arl patch: `e^x` in f32 to about 2 ulp, branch-free so that loops over it vectorize
+/// (Cephes' `expf`: range reduction by `ln 2` in two parts, a degree-6 polynomial, `2^n` from
+/// the exponent bits). Below −87.33 (where `e^x` is subnormal) it gives exactly 0, so masked
+/// `−∞` scores get probability 0 and no subnormals reach the next matmul; NaN stays NaN.
+#[inline(always)]
+fn exp_f32(x_in: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Comparisons, not min/max, so that NaN passes through.
+    let x = if x_in < -87.33 { -87.33 } else { x_in };
+    let x = if x > 88.37 { 88.37 } else { x };
+    // n = round(x·log₂e) by the 1.5·2²³ trick; its integer is in the low mantissa bits.
+    const SHIFT: f32 = 12_582_912.0;
+    let t = x * LOG2E + SHIFT;
+    let n = t - SHIFT;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_1e-4;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    let k = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let e = y * f32::from_bits((k.wrapping_add(127) as u32) << 23);
+    if x_in < -87.33 { 0.0 } else { e }
+}
+
+/// arl patch: f32 sigmoid of a whole tensor, `1 / (1 + e^−x)` with [`exp_f32`] (within 3 ulp
+/// of the two-branch libm form above; NaN stays NaN): in place when the tensor is uniquely
+/// owned and contiguous, else into a new buffer; one thread, vectorized.
+fn sigmoid_all_f32(mut tensor: FlexTensor) -> FlexTensor {
+    let n = tensor.layout().num_elements();
+    if tensor.is_unique() && tensor.layout().is_contiguous() && tensor.layout().start_offset() == 0 {
+        let data: &mut [f32] = tensor.storage_mut();
+        sigmoid_in_place_f32(&mut data[..n]);
+        return tensor;
+    }
+    let tensor = tensor.to_contiguous();
+    let shape = tensor.layout().shape().clone();
+    let start = tensor.layout().start_offset();
+    let input: &[f32] = tensor.storage();
+    let output = sigmoid_collect_f32(&input[start..start + n]);
+    FlexTensor::new(Bytes::from_elems(output), Layout::contiguous(shape), DType::F32)
+}
+
+#[inline(always)]
+fn sigmoid_poly_f32(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32(-x))
+}
+
+#[cfg(feature = "simd")]
+#[macerator::with_simd]
+fn sigmoid_in_place_f32<S: macerator::Simd>(xs: &mut [f32]) {
+    for x in xs.iter_mut() {
+        *x = sigmoid_poly_f32(*x);
+    }
+}
+
+#[cfg(feature = "simd")]
+#[macerator::with_simd]
+fn sigmoid_collect_f32<S: macerator::Simd>(input: &[f32]) -> Vec<f32> {
+    input.iter().map(|&x| sigmoid_poly_f32(x)).collect()
+}
+
+#[cfg(not(feature = "simd"))]
+fn sigmoid_in_place_f32(xs: &mut [f32]) {
+    for x in xs.iter_mut() {
+        *x = sigmoid_poly_f32(*x);
+    }
+}
+
+#[cfg(not(feature = "simd"))]
+fn sigmoid_collect_f32(input: &[f32]) -> Vec<f32> {
+    input.iter().map(|&x| sigmoid_poly_f32(x)).collect()
 }
 
 #[inline]
@@ -367,14 +450,22 @@ fn softmax_row_f32_simd<S: macerator::Simd>(input: &[f32], output: &mut [f32]) {
     }
 
     // Pass 2: compute exp(x - max), store in output, accumulate sum.
-    // Scalar exp (no SIMD exp in macerator). This pass is the one that
-    // actually does memory reads + writes on the whole row, so scalar
-    // here still lands us at memory bandwidth.
-    let mut sum = 0.0f32;
-    for idx in 0..len {
-        let e = (input[idx] - max_val).exp();
-        output[idx] = e;
-        sum += e;
+    // arl patch (third_party/README.md): the branch-free `exp_f32`, which this loop vectorizes,
+    // and the sum in 16 independent lanes (also vectorized); it was a scalar libm `expf` per
+    // element and one running sum.
+    for (o, &x) in output.iter_mut().zip(input) {
+        *o = exp_f32(x - max_val);
+    }
+    let mut lanes_sum = [0.0f32; 16];
+    let mut chunks = output.chunks_exact(16);
+    for c in &mut chunks {
+        for (acc, &e) in lanes_sum.iter_mut().zip(c) {
+            *acc += e;
+        }
+    }
+    let mut sum = chunks.remainder().iter().sum::<f32>();
+    for acc in lanes_sum {
+        sum += acc;
     }
 
     // Pass 3: normalize.
