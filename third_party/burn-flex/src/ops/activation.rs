@@ -93,8 +93,8 @@ impl ActivationOps<Flex> for Flex {
     }
 
     fn sigmoid(tensor: FloatTensor<Flex>) -> FloatTensor<Flex> {
-        // arl patch (third_party/README.md): f32 through a branch-free exp that vectorizes,
-        // rows in parallel; the per-element libm `expf` was most of a SiLU's cost.
+        // arl patch (third_party/README.md): f32 in one vectorized pass over a branch-free exp;
+        // the per-element libm `expf` was most of a SiLU's cost.
         if tensor.dtype() == DType::F32 {
             return sigmoid_all_f32(tensor);
         }
