@@ -66,15 +66,19 @@ fn grad_of<const D: usize>(p: &Param<Tensor<Dispatch, D>>, grads: &Grads) -> Vec
     p.val().grad(grads).map_or_else(|| vec![0.0; n], |g| g.into_data().convert::<f32>().to_vec::<f32>().unwrap())
 }
 
+/// The gradient of an arl `[in, out]` weight in HF's `[out, in]` layout.
+fn transposed_grad(w: &Param<Tensor<Dispatch, 2>>, grads: &Grads) -> Vec<f32> {
+    let [d_in, d_out] = w.dims();
+    let g = grad_of(w, grads);
+    (0..d_out * d_in).map(|k| g[(k % d_in) * d_out + k / d_in]).collect()
+}
+
 /// Every parameter's gradient under its HF name, linear weights transposed to HF's `[out, in]`.
 fn hf_grads(model: &DispatchQwen3, grads: &Grads) -> BTreeMap<String, Vec<f32>> {
     let mut out = BTreeMap::new();
     out.insert("model.embed_tokens.weight".to_string(), grad_of(&model.embed_tokens, grads));
     for (name, _, linear) in model.linears() {
-        let [d_in, d_out] = linear.weight.dims();
-        let g = grad_of(&linear.weight, grads);
-        let t = (0..d_out * d_in).map(|k| g[(k % d_in) * d_out + k / d_in]).collect();
-        out.insert(format!("{name}.weight"), t);
+        out.insert(format!("{name}.weight"), transposed_grad(&linear.weight, grads));
         if let Some(b) = &linear.bias {
             out.insert(format!("{name}.bias"), grad_of(b, grads));
         }
@@ -91,9 +95,7 @@ fn hf_grads(model: &DispatchQwen3, grads: &Grads) -> BTreeMap<String, Vec<f32>> 
     }
     out.insert("model.norm.weight".to_string(), grad_of(&model.norm.weight, grads));
     if let Some(w) = &model.lm_head {
-        let [h, v] = w.dims();
-        let g = grad_of(w, grads);
-        out.insert("lm_head.weight".to_string(), (0..v * h).map(|k| g[(k % h) * v + k / h]).collect());
+        out.insert("lm_head.weight".to_string(), transposed_grad(w, grads));
     }
     out
 }

@@ -49,7 +49,9 @@ impl New {
             return Err(crate::usage!("{}: exists and is not empty; choose another --out", dir.display()));
         }
         let krate = name.replace('-', "_");
-        let (profiles, patches) = (arl_profiles(&arl)?, arl_patches(&arl)?);
+        let manifest = arl.join("Cargo.toml");
+        let root = read_toml(&manifest)?;
+        let (profiles, patches) = (arl_profiles(&arl, &root)?, arl_patches(&arl, &manifest, &root)?);
         let fill = |t: &str| {
             t.replace("{{name}}", &name)
                 .replace("{{crate}}", &krate)
@@ -77,9 +79,7 @@ impl New {
 /// plugin's binary would build the unpatched releases (burn-flex's `slice_assign` copying the
 /// whole KV cache at every decode step, the autodiff softmax recorded op by op) and not share
 /// arl's builds of them.
-fn arl_patches(arl: &Path) -> anyhow::Result<String> {
-    let path = arl.join("Cargo.toml");
-    let root = read_toml(&path)?;
+fn arl_patches(arl: &Path, path: &Path, root: &toml::Table) -> anyhow::Result<String> {
     let Some(patches) = root.get("patch").and_then(|p| p.get("crates-io")).and_then(|p| p.as_table()) else {
         return Ok(String::new());
     };
@@ -96,8 +96,7 @@ fn arl_patches(arl: &Path) -> anyhow::Result<String> {
 /// Profile overrides that give arl's own crates the settings they have in arl's workspace (there
 /// they are members, here `"*"` would cover them): the same settings mean the same artifacts, so a
 /// shared `CARGO_TARGET_DIR` builds nothing of arl twice.
-fn arl_profiles(arl: &Path) -> anyhow::Result<String> {
-    let root = read_toml(&arl.join("Cargo.toml"))?;
+fn arl_profiles(arl: &Path, root: &toml::Table) -> anyhow::Result<String> {
     let members: Vec<String> = root
         .get("workspace")
         .and_then(|w| w.get("members"))
