@@ -64,8 +64,66 @@ impl BackendKind {
     }
 }
 
+/// A device as a user names it in one word (`[model] rollout_device`): `BACKEND` or
+/// `BACKEND:GPU` — `cuda:1`, `tch-cuda:0`, `cpu`, `tch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    pub backend: BackendKind,
+    /// The GPU ordinal (0 on the CPU backends, which have one device).
+    pub index: usize,
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, index) = match text.split_once(':') {
+            Some((name, index)) => (name, Some(index)),
+            None => (text, None),
+        };
+        let backend = BackendKind::ALL.into_iter().find(|b| b.name() == name).ok_or_else(|| {
+            format!("`{text}` names no backend; valid: BACKEND or BACKEND:GPU with BACKEND one of cpu, cuda, tch, tch-cuda (e.g. `cuda:1`)")
+        })?;
+        let index = match index {
+            None => 0,
+            Some(i) => i.parse().map_err(|_| format!("`{text}`: `{i}` is not a GPU number; write e.g. `{name}:1`"))?,
+        };
+        if index != 0 && matches!(backend, BackendKind::Cpu | BackendKind::Tch) {
+            return Err(format!("`{text}`: backend `{name}` has one device; write `{name}`"));
+        }
+        Ok(Self { backend, index })
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.backend {
+            BackendKind::Cpu | BackendKind::Tch => f.write_str(self.backend.name()),
+            _ => write!(f, "{}:{}", self.backend, self.index),
+        }
+    }
+}
+
 impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse_and_print_as_typed() {
+        for text in ["cpu", "tch", "cuda:1", "tch-cuda:0"] {
+            assert_eq!(text.parse::<DeviceSpec>().unwrap().to_string(), text);
+        }
+        assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec { backend: BackendKind::Cuda, index: 0 });
+        assert_eq!("cuda:2".parse::<DeviceSpec>().unwrap(), DeviceSpec { backend: BackendKind::Cuda, index: 2 });
+        let bad = |t: &str| t.parse::<DeviceSpec>().unwrap_err();
+        assert!(bad("gpu:1").starts_with("`gpu:1` names no backend; valid: BACKEND or BACKEND:GPU"), "{}", bad("gpu:1"));
+        assert_eq!(bad("cuda:x"), "`cuda:x`: `x` is not a GPU number; write e.g. `cuda:1`");
+        assert_eq!(bad("cpu:1"), "`cpu:1`: backend `cpu` has one device; write `cpu`");
     }
 }

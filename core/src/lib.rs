@@ -37,7 +37,7 @@ pub mod toolcall;
 pub mod train;
 
 pub use advantage::{AdvantageFn, AdvantageInput};
-pub use backend::BackendKind;
+pub use backend::{BackendKind, DeviceSpec};
 pub use chat::{ChatCodec, ChatError, Conversation};
 pub use config::RunConfig;
 pub use env::{AssistantTurn, Env, EnvSession, Outcome, Step};

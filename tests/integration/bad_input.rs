@@ -80,6 +80,11 @@ fn bad_run_settings_exit_2_with_one_line_and_touch_nothing() {
              gate_proj, up_proj, down_proj",
         ),
         (&["--lora", "--set", "lora.dropout=1.5"], "config key `lora.dropout`: 1.5 is out of range; valid: ≥ 0 and < 1"),
+        (&["--rollout-device", "cuda:1"], "config key `model.rollout_device`: is set but trainer.max_steps_off_policy is not"),
+        (
+            &["--rollout-device", "cpu:1", "--set", "trainer.max_steps_off_policy=1"],
+            "config key `model.rollout_device`: `cpu:1`: backend `cpu` has one device; write `cpu`",
+        ),
     ];
     for (extra, says) in cases {
         let args: Vec<&str> =

@@ -1,6 +1,7 @@
 //! Async off-policy training (`trainer.max_steps_off_policy`) on the tiny model: the
 //! staleness bound holds, k = 0 trains only groups of the current weights, a snapshot keeps
-//! its weights while the trainer steps, and a resumed run neither loses nor repeats a group.
+//! its weights while the trainer steps (also on another device, `model.rollout_device`), and a
+//! resumed run neither loses nor repeats a group.
 //!
 //! The checks do not trust the trainer's own bookkeeping: a recording wrapper around the
 //! trainer counts the optimizer steps (the weights' true version), tags every sequence its
@@ -41,7 +42,11 @@ struct Recording {
 
 impl Recording {
     fn new() -> Self {
-        Self { inner: trainer(), steps: 0, snapshots: Default::default(), sampled: Log::default(), scored: Log::default() }
+        Self::with(trainer())
+    }
+
+    fn with(inner: QwenTrainer) -> Self {
+        Self { inner, steps: 0, snapshots: Default::default(), sampled: Log::default(), scored: Log::default() }
     }
 
     fn now(&self) -> Version {
@@ -230,9 +235,29 @@ fn max_steps_off_policy_0_never_trains_a_group_sampled_under_older_weights() {
 
 #[test]
 fn the_staleness_bound_is_never_exceeded_and_stale_groups_do_train() {
+    staleness_bound_holds(Recording::new(), "async-k1");
+}
+
+/// `model.rollout_device`: the trainer on libtorch's CPU device, its snapshots sampling on
+/// burn-flex (the two devices this machine has; on a GPU machine it is `cuda:0` and `cuda:1`).
+#[cfg(feature = "tch")]
+#[test]
+fn the_staleness_bound_holds_with_sampling_on_another_device() {
+    let (train, rollout) = tch_and_flex();
+    let mut inner = QwenTrainer::load("tiny-vocab512", &train, Default::default()).unwrap();
+    inner.set_rollout_device(Some(rollout));
+    staleness_bound_holds(Recording::with(inner), "async-k1-rollout-device");
+}
+
+/// Libtorch's CPU device (to train on) and burn-flex's (to sample on).
+#[cfg(feature = "tch")]
+fn tch_and_flex() -> (burn::DispatchDevice, burn::DispatchDevice) {
+    (arl_qwen3::device::device_from_args("tch", 0, "f32").expect("libtorch's CPU device"), arl_qwen3::cpu())
+}
+
+fn staleness_bound_holds(mut policy: Recording, name: &str) {
     // Three steps' worth in flight with k = 1: groups arrive up to three steps old.
-    let mut policy = Recording::new();
-    let dir = arl_tests::scratch_dir("async-k1");
+    let dir = arl_tests::scratch_dir(name);
     let mut c = config(5, 1, 6);
     c.trainer.weight_sync = arl_core::config::WeightSync::Background;
     let (steps, lines) = run(&mut policy, &c, &dir);
@@ -273,17 +298,41 @@ fn the_staleness_bound_is_never_exceeded_and_stale_groups_do_train() {
 
 #[test]
 fn a_snapshot_keeps_its_weights_while_the_trainer_steps() {
-    let mut policy = trainer();
+    snapshot_keeps_its_weights(trainer(), true);
+}
+
+/// Snapshots on the rollout device, in both directions between libtorch and burn-flex: a
+/// copy on the other backend (its sums run in another order, so it scores within float
+/// noise of the trainer, not bit for bit) that keeps its weights while the trainer steps.
+#[cfg(feature = "tch")]
+#[test]
+fn a_snapshot_on_the_rollout_device_is_a_copy_there() {
+    let (tch, flex) = tch_and_flex();
+    for (train, rollout) in [(tch.clone(), flex.clone()), (flex, tch)] {
+        let mut policy = QwenTrainer::load("tiny-vocab512", &train, Default::default()).unwrap();
+        policy.set_rollout_device(Some(rollout));
+        snapshot_keeps_its_weights(policy, false);
+    }
+}
+
+/// `same_device`: the snapshot shares the trainer's device, so it scores bit for bit as it.
+fn snapshot_keeps_its_weights(mut policy: QwenTrainer, same_device: bool) {
     let seq = vec![(0..24).map(|i| (i * 7 % 500) as u32).collect::<Vec<u32>>()];
     let lp = |p: &dyn Policy| -> Vec<f32> { p.score(&seq, None, ScoreParams::default()).unwrap().logprobs.into_data().to_vec().unwrap() };
     let snapshot = policy.snapshot().unwrap();
     let before = lp(snapshot.as_ref());
-    assert_eq!(before, lp(&policy), "a snapshot scores as the weights it was taken from");
+    let own = lp(&policy);
+    if same_device {
+        assert_eq!(before, own, "a snapshot scores as the weights it was taken from");
+    } else {
+        let worst = before.iter().zip(&own).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst > 0.0 && worst < 1e-4, "a copy on the other backend scores within float noise: max |Δ| {worst}");
+    }
     let scores = policy.score_with_grad(&seq, None, ScoreParams::default()).unwrap();
     policy.backward(scores.logprobs.sum().neg()).unwrap();
     policy.step(1e-2).unwrap();
     let trained = lp(&policy);
-    assert_ne!(trained, before, "the step moved the trainer's weights");
+    assert_ne!(trained, own, "the step moved the trainer's weights");
     assert_eq!(lp(snapshot.as_ref()), before, "the snapshot did not move with them");
     // It samples on another thread.
     let mut moved = snapshot;

@@ -2,7 +2,7 @@
 //! maps a [`BackendKind`] to a device. `cpu` → Flex, `cuda` → Cuda(i), `tch` → LibTorch(Cpu),
 //! `tch-cuda` → LibTorch(Cuda(i)). A backend not compiled in is an error naming the feature.
 
-use arl_core::BackendKind;
+use arl_core::{BackendKind, DeviceSpec};
 use burn::tensor::backend::Backend;
 use burn::{Dispatch, DispatchDevice};
 
@@ -113,6 +113,25 @@ pub fn device_for(model: &arl_core::config::ModelConfig) -> Result<DispatchDevic
     device(model.backend, model.device_index, model.dtype)
 }
 
+/// The device `[model] rollout_device` names, when it is not the training device (`None`:
+/// sampling shares the training device). The weights keep `model.dtype` there.
+pub fn rollout_device_for(model: &arl_core::config::ModelConfig) -> Result<Option<DispatchDevice>, RolloutDeviceError> {
+    let Some(text) = &model.rollout_device else { return Ok(None) };
+    let spec: DeviceSpec = text.parse().map_err(RolloutDeviceError::Spec)?;
+    if spec == (DeviceSpec { backend: model.backend, index: model.device_index }) {
+        return Ok(None);
+    }
+    device(spec.backend, spec.index, model.dtype).map(Some).map_err(RolloutDeviceError::Device)
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RolloutDeviceError {
+    #[error("model.rollout_device: {0}")]
+    Spec(String),
+    #[error("model.rollout_device: {0}")]
+    Device(DeviceError),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +152,29 @@ mod tests {
         assert!(device_from_args("cuda", 0, "f32").unwrap_err().to_string().contains("--features cuda"));
         #[cfg(not(feature = "tch"))]
         assert!(device_from_args("tch-cuda", 1, "f32").unwrap_err().to_string().contains("--features tch"));
+    }
+
+    #[test]
+    fn the_rollout_device_is_none_when_it_is_the_training_device() {
+        let mut model = arl_core::config::ModelConfig::default();
+        assert_eq!(rollout_device_for(&model), Ok(None));
+        model.rollout_device = Some("cpu".into());
+        assert_eq!(rollout_device_for(&model), Ok(None));
+        model.rollout_device = Some("cpu:1".into());
+        assert_eq!(
+            rollout_device_for(&model).unwrap_err().to_string(),
+            "model.rollout_device: `cpu:1`: backend `cpu` has one device; write `cpu`"
+        );
+        #[cfg(not(feature = "cuda"))]
+        {
+            model.rollout_device = Some("cuda:1".into());
+            let e = rollout_device_for(&model).unwrap_err().to_string();
+            assert!(e.starts_with("model.rollout_device: backend `cuda` is not compiled into this binary"), "{e}");
+        }
+        #[cfg(feature = "tch")]
+        {
+            model.rollout_device = Some("tch".into());
+            assert!(matches!(rollout_device_for(&model), Ok(Some(DispatchDevice::LibTorch(_)))));
+        }
     }
 }

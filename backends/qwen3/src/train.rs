@@ -66,6 +66,9 @@ pub struct QwenTrainer {
     prefix_cache: PrefixCache<Dispatch>,
     prefilled: u64,
     lora: Option<LoraRun>,
+    /// Where [`TrainablePolicy::snapshot`]s sample (`[model] rollout_device`); `None`: the
+    /// training device.
+    rollout_device: Option<DispatchDevice>,
 }
 
 /// Rebuilds every float parameter from its data: a fresh tensor on the plain device.
@@ -188,7 +191,15 @@ impl QwenTrainer {
             prefix_cache: PrefixCache::default(),
             prefilled: 0,
             lora,
+            rollout_device: None,
         })
+    }
+
+    /// Snapshots for async sampling (`TrainablePolicy::snapshot`) go to `device`, another
+    /// device than the training one, or any backend's (`Dispatch` copies across backends
+    /// through host memory); `None`: they share the training device.
+    pub fn set_rollout_device(&mut self, device: Option<DispatchDevice>) {
+        self.rollout_device = device;
     }
 
     pub fn model(&self) -> &DispatchQwen3 {
@@ -285,8 +296,15 @@ impl TrainablePolicy for QwenTrainer {
     /// A [`crate::QwenPolicy`] on the inner (no-autodiff) module: it shares the weights'
     /// tensors, which an optimizer step replaces rather than writes, so it keeps sampling the
     /// weights of the moment it was taken (its own, empty prefix cache).
+    /// The inference weights; on the rollout device ([`QwenTrainer::set_rollout_device`]) a
+    /// copy, else sharing the training weights' memory.
     fn snapshot(&self) -> Result<Box<dyn Policy + Send>, PolicyError> {
-        Ok(Box::new(crate::QwenPolicy::new(self.inference())))
+        let model = self.inference();
+        let model = match &self.rollout_device {
+            Some(device) => model.to_device(device),
+            None => model,
+        };
+        Ok(Box::new(crate::QwenPolicy::new(model)))
     }
 
     fn discard_gradients(&mut self) {

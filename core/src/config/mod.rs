@@ -159,6 +159,12 @@ pub struct ModelConfig {
     pub backend: BackendKind,
     /// GPU ordinal for `cuda` and `tch-cuda`.
     pub device_index: usize,
+    /// Async training only (`trainer.max_steps_off_policy`): the device the rollout thread
+    /// samples on, as `BACKEND` or `BACKEND:GPU` (`cuda:1`, `tch-cuda:1`, `cpu`), while the
+    /// update runs on `backend`/`device_index`. After every step the trainer copies its
+    /// weights there (with LoRA, base and adapters). Unset, or the training device itself:
+    /// sampling shares the training device.
+    pub rollout_device: Option<String>,
     /// Float type of weights and compute: `f32`, `bf16` or `f16` (logprobs are always f32).
     /// With `[lora]` it is the frozen base's; the adapters and their AdamW moments are f32.
     pub dtype: DType,
@@ -187,6 +193,7 @@ impl Default for ModelConfig {
             source: "smollm2-135m".into(),
             backend: BackendKind::Cpu,
             device_index: 0,
+            rollout_device: None,
             dtype: DType::F32,
             tokenizer: None,
             chat_template: None,

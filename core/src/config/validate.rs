@@ -302,8 +302,25 @@ impl RunConfig {
         (registry::get::<EnvPlugin>(&self.env.name).expect("checked").build)(&self.env, Arc::new(NoJobs))
             .map_err(|e| invalid("env", e.to_string()))?;
         self.model.backend.ensure_compiled_in().map_err(|message| invalid("model.backend", message))?;
+        rollout_device(self)?;
         Ok(())
     }
+}
+
+/// `model.rollout_device`: a device spec, of a backend compiled in, and only with a rollout
+/// thread to use it.
+fn rollout_device(c: &RunConfig) -> Result<(), ConfigError> {
+    let Some(text) = &c.model.rollout_device else { return Ok(()) };
+    let key = "model.rollout_device";
+    let spec: crate::DeviceSpec = text.parse().map_err(|message: String| invalid(key, message))?;
+    if c.trainer.max_steps_off_policy.is_none() {
+        return Err(invalid(
+            key,
+            "is set but trainer.max_steps_off_policy is not (lockstep training samples on the training device); \
+             set trainer.max_steps_off_policy or unset it",
+        ));
+    }
+    spec.backend.ensure_compiled_in().map_err(|message| invalid(key, message))
 }
 
 impl RunConfig {
@@ -340,7 +357,12 @@ mod tests {
             o.push_set(s).unwrap();
         }
         let c = RunConfig::load(None, &o).map_err(|e| e.to_string())?;
-        finite(&c).and_then(|_| ranges(&c)).and_then(|_| cross(&c)).and_then(|_| lora(&c)).map_err(|e| e.to_string())
+        finite(&c)
+            .and_then(|_| ranges(&c))
+            .and_then(|_| cross(&c))
+            .and_then(|_| lora(&c))
+            .and_then(|_| rollout_device(&c))
+            .map_err(|e| e.to_string())
     }
 
     /// As [`check`], through `arl sft`'s pass.
@@ -477,6 +499,16 @@ mod tests {
                  rollout thread); set trainer.max_steps_off_policy or unset it",
             ),
             (
+                &["model.rollout_device=\"cuda:1\""],
+                "config key `model.rollout_device`: is set but trainer.max_steps_off_policy is not (lockstep training samples on \
+                 the training device); set trainer.max_steps_off_policy or unset it",
+            ),
+            (
+                &["trainer.max_steps_off_policy=1", "model.rollout_device=\"gpu1\""],
+                "config key `model.rollout_device`: `gpu1` names no backend; valid: BACKEND or BACKEND:GPU with BACKEND one of \
+                 cpu, cuda, tch, tch-cuda (e.g. `cuda:1`)",
+            ),
+            (
                 &["trainer.weight_sync=\"background\""],
                 "config key `trainer.weight_sync`: is set but trainer.max_steps_off_policy is not (lockstep training has no \
                  rollout thread); set trainer.max_steps_off_policy or unset it",
@@ -493,6 +525,7 @@ mod tests {
         check(&["trainer.grad_clip=0", "trainer.min_lr_ratio=1", "sampling.top_p=1", "trainer.steps=5", "trainer.warmup_steps=4"]).unwrap();
         check(&["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=8", "trainer.micro=1"]).unwrap();
         check(&["trainer.max_steps_off_policy=0"]).unwrap();
+        check(&["trainer.max_steps_off_policy=1", "model.rollout_device=\"cpu\""]).unwrap();
         check(&["trainer.max_steps_off_policy=2", "trainer.groups_in_flight=12", "trainer.weight_sync=\"background\""]).unwrap();
     }
 }

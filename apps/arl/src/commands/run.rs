@@ -189,9 +189,17 @@ impl Built {
                 ),
             );
         }
-        let (policy, lora_note) = load_policy(config)?;
+        let (mut policy, lora_note) = load_policy(config)?;
         super::chat_codec::check_vocab(&codec, policy.model().config.vocab_size, &config.model)?;
         notes.extend(lora_note);
+        if let Some(device) = arl_qwen3::device::rollout_device_for(&config.model)? {
+            policy.set_rollout_device(Some(device));
+            notes.push(format!(
+                "async sampling on {}, the update on {}: the weights are copied there after every step",
+                config.model.rollout_device.as_deref().unwrap_or_default(),
+                arl_core::DeviceSpec { backend: config.model.backend, index: config.model.device_index }
+            ));
+        }
         Ok(Self { env, codec, loss, advantage, policy, notes })
     }
 }

@@ -78,6 +78,12 @@ pub struct ConfigArgs {
     pub dtype: Option<String>,
     #[arg(
         long,
+        value_name = "BACKEND[:GPU]",
+        help = key_help("Async training: sample on this device (cuda:1, tch-cuda:1, cpu) while the update runs on --backend", "model.rollout_device")
+    )]
+    pub rollout_device: Option<String>,
+    #[arg(
+        long,
         value_name = "N",
         allow_negative_numbers = true,
         help = key_help("New tokens per assistant turn; unset: the env's own", "sampling.max_new_tokens")
@@ -159,6 +165,7 @@ impl ConfigArgs {
         flag!(backend => "model.backend");
         flag!(device_index => "model.device_index");
         flag!(dtype => "model.dtype");
+        flag!(rollout_device => "model.rollout_device");
         flag!(max_new_tokens => "sampling.max_new_tokens");
         flag!(max_turns => "env.max_turns");
         flag!(eval_n => "eval.n");
