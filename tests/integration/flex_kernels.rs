@@ -1,7 +1,9 @@
-//! burn-flex's patched element-wise kernels (third_party/README.md) against f64 references:
-//! `sigmoid` and the row softmax, both on a branch-free vectorized `exp` instead of libm's.
-//! Masked (−∞) scores must get probability exactly 0, NaN must stay NaN, and the values must
-//! stay within a few ulp of the exact ones over the whole f32 range the model meets.
+//! burn-flex's patched kernels (third_party/README.md) against f64 references: `sigmoid` and
+//! the row softmax, both on a branch-free vectorized `exp` instead of libm's (masked (−∞)
+//! scores must get probability exactly 0, NaN must stay NaN, and the values must stay within a
+//! few ulp of the exact ones over the whole f32 range the model meets); and the f32 matmul of
+//! at most 8 rows (a decode step's linear layers and attention), whose rows must not depend on
+//! one another.
 
 use arl_qwen3::cpu;
 use burn::Dispatch;
@@ -81,4 +83,100 @@ fn softmax_rows_are_exact_enough_and_masked_entries_are_zero() {
     assert!(worst <= 8.0, "softmax: worst error {worst} ulp");
     let nan = values(softmax(Tensor::<Dispatch, 2>::from_data(TensorData::new(vec![0.0, f32::NAN, 1.0], [1, 3]), &cpu()), 1));
     assert!(nan.iter().all(|v| v.is_nan()), "a NaN score makes its row NaN: {nan:?}");
+}
+
+/// Deterministic values in [−1, 1).
+fn noise(len: usize, seed: usize) -> Vec<f32> {
+    (0..len).map(|i| ((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.5 - 1.0).collect()
+}
+
+fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Dispatch, D> {
+    Tensor::from_data(TensorData::new(data, shape), &cpu())
+}
+
+/// `x [m, k] · w [k, n]` in f64, and Σ|x||w| per element (the error scale of any f32 sum).
+fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut out = vec![0f64; m * n];
+    let mut scale = vec![0f64; m * n];
+    for i in 0..m {
+        for r in 0..k {
+            for j in 0..n {
+                out[i * n + j] += x[i * k + r] as f64 * w[r * n + j] as f64;
+                scale[i * n + j] += (x[i * k + r] as f64 * w[r * n + j] as f64).abs();
+            }
+        }
+    }
+    (out, scale)
+}
+
+/// Shapes of the small-row matmul: every remainder of the 16-lane and four-row loops, one
+/// wider than a 4096-column panel, and 9 rows (gemm, for comparison).
+const SHAPES: [(usize, usize); 7] = [(1, 1), (3, 17), (4, 16), (64, 5), (577, 33), (576, 300), (7, 4100)];
+
+#[test]
+fn small_row_matmuls_match_an_f64_reference_in_every_layout() {
+    for m in [1, 2, 3, 5, 8, 9] {
+        for (k, n) in SHAPES {
+            let (x, w) = (noise(m * k, m), noise(k * n, k + n));
+            let (want, scale) = reference(&x, &w, m, k, n);
+            let wt: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+            let cases = [
+                ("weights row-major", values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])))),
+                // The keys' layout: the right side is a transposed row-major [n, k].
+                ("transposed right side", values(tensor(x.clone(), [m, k]).matmul(tensor(wt.clone(), [n, k]).transpose()))),
+                // Batched, as attention's [batch, heads, rows, k] (the same matrix in each).
+                (
+                    "batched",
+                    values(tensor(x.repeat(6), [2, 3, m, k]).matmul(tensor(w.repeat(6), [2, 3, k, n])).slice([0..1, 2..3, 0..m, 0..n])),
+                ),
+                // Rows of the left side strided (a column slice of a wider matrix).
+                (
+                    "strided rows",
+                    values({
+                        let wide: Vec<f32> = (0..m).flat_map(|i| [&x[i * k..(i + 1) * k], &[9.0f32; 3][..]].concat()).collect();
+                        tensor(wide, [m, k + 3]).slice([0..m, 0..k]).matmul(tensor(w.clone(), [k, n]))
+                    }),
+                ),
+            ];
+            for (name, got) in cases {
+                assert_eq!(got.len(), m * n, "{name}");
+                for e in 0..m * n {
+                    // A k-term f32 sum: within k·ε·Σ|x·w| of the exact value.
+                    let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * scale[e] + 1e-30;
+                    assert!(
+                        (got[e] as f64 - want[e]).abs() <= bound,
+                        "{name}, m {m}, k {k}, n {n}, element {e}: {} vs {} (bound {bound:e})",
+                        got[e],
+                        want[e]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
+    // A decode step computes row i of [m, k] · W for m sequences; alone (m = 1) the row must
+    // come out bit for bit the same, in both right-side layouts and batched.
+    for (k, n) in SHAPES {
+        let w = noise(k * n, k + n);
+        let wt: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+        for m in 1..=8 {
+            let x = noise(m * k, m + 11);
+            let together = values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])));
+            let together_t = values(tensor(x.clone(), [m, k]).matmul(tensor(wt.clone(), [n, k]).transpose()));
+            let batched = values(tensor(x.repeat(2), [2, 1, m, k]).matmul(tensor(w.repeat(2), [2, 1, k, n])));
+            for i in 0..m {
+                let row = x[i * k..(i + 1) * k].to_vec();
+                let alone = values(tensor(row.clone(), [1, k]).matmul(tensor(w.clone(), [k, n])));
+                let alone_t = values(tensor(row, [1, k]).matmul(tensor(wt.clone(), [n, k]).transpose()));
+                let cols = i * n..(i + 1) * n;
+                assert_eq!(&together[cols.clone()], &alone[..], "k {k}, n {n}: row {i} of {m}");
+                assert_eq!(&together_t[cols.clone()], &alone_t[..], "k {k}, n {n}: row {i} of {m}, transposed right side");
+                assert_eq!(&batched[cols.clone()], &alone[..], "k {k}, n {n}: row {i} of {m}, batched");
+                assert_eq!(&batched[m * n + i * n..m * n + (i + 1) * n], &alone[..], "k {k}, n {n}: row {i} of {m}, second matrix");
+            }
+        }
+    }
 }

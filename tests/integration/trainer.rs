@@ -408,14 +408,14 @@ fn four_episodes(seed: u64) -> Vec<arl_core::Episode> {
 }
 
 /// Two updates of the same episodes from the same weights agree: grad norm, loss and the
-/// log-probabilities after.
-fn assert_same_update(a: &(UpdateMetrics, Vec<Vec<f32>>), b: &(UpdateMetrics, Vec<Vec<f32>>)) {
+/// log-probabilities after (within `lp_tol`).
+fn assert_same_update(a: &(UpdateMetrics, Vec<Vec<f32>>), b: &(UpdateMetrics, Vec<Vec<f32>>), lp_tol: f32) {
     let ((ma, lp_a), (mb, lp_b)) = (a, b);
     assert!(ma.grad_norm_mean > 0.0);
     assert!((ma.grad_norm_mean - mb.grad_norm_mean).abs() < 1e-5 * ma.grad_norm_mean, "{ma:?} vs {mb:?}");
     assert!((ma.loss_value - mb.loss_value).abs() < 1e-6, "{} vs {}", ma.loss_value, mb.loss_value);
     for (x, y) in lp_a.iter().flatten().zip(lp_b.iter().flatten()) {
-        assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        assert!((x - y).abs() < lp_tol, "{x} vs {y}");
     }
 }
 
@@ -440,7 +440,7 @@ fn gradient_checkpointing_gives_the_same_update() {
         let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
         (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
     };
-    assert_same_update(&run(false), &run(true));
+    assert_same_update(&run(false), &run(true), 1e-5);
 }
 
 /// `micro_tokens` (the default bound on an update's memory) only splits the work: one row
@@ -458,7 +458,13 @@ fn a_token_budget_splits_the_update_without_changing_it() {
         (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
     };
     let (whole, split) = (run(None), run(Some(shortest)));
-    assert_same_update(&whole, &split);
+    // One episode per micro-batch scores its 8 reply tokens through the LM head as an 8-row
+    // product, which burn-flex computes with its small-row kernel (the whole batch's 32 rows go
+    // to gemm): the gradients agree to float rounding (grad norm to 1e-5 relative), but AdamW's
+    // first step is about lr·sign(g), so a near-zero gradient entry whose rounding differs moves
+    // its weight by up to 2·lr, and the log-probabilities after differ by more than the
+    // gradients do (1.45e-5 seen).
+    assert_same_update(&whole, &split, 1e-4);
     let first = &split.0.minibatch_metrics[0];
     assert_eq!((first.ratio_min, first.ratio_max), (1.0, 1.0), "{first:?}");
 }

@@ -97,7 +97,10 @@ pub fn matmul(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
     assert_eq!(k_lhs, k_rhs, "matmul: inner dimensions must match");
 
     match lhs.dtype() {
-        DType::F32 => matmul_gemm::<f32>(lhs, rhs),
+        DType::F32 => match small_m::matmul_f32(&lhs, &rhs) {
+            Some(out) => out,
+            None => matmul_gemm::<f32>(lhs, rhs),
+        },
         DType::F64 => matmul_gemm::<f64>(lhs, rhs),
         DType::F16 => matmul_gemm::<f16>(lhs, rhs),
         DType::BF16 => matmul_bf16(lhs, rhs),
@@ -835,6 +838,264 @@ fn matmul_batched_i64(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
 // When adding new tests, keep them here only if they probe a flex
 // dtype-storage path; otherwise add them to
 // crates/burn-backend-tests/tests/tensor/float/ops/matmul.rs.
+/// arl change 4: f32 products with at most [`small_m::MAX_ROWS`] rows per matrix — the linear
+/// layers of a decode step (one row per sequence, `[m, k] · [k, n]`) and its attention
+/// (`[.., rep, d] · [.., d, L]` against the key cache, `[.., rep, L] · [.., L, d]` against the
+/// values). `gemm` treats a linear layer's product as its transpose, `n` rows by `m` columns,
+/// splits the `m` columns into micro-kernel widths of 6 and 2 and walks the weights once per
+/// width; on attention it runs 3 valid rows in a 16-lane kernel, one call per head. Here the
+/// weights `[k, n]` are walked once, row after row, into `m` rows of accumulators per column
+/// panel (panels in parallel), and a product whose right side is a transposed row-major matrix
+/// (the keys) is `m · n` dot products. Each output element is summed in an order that depends
+/// only on `k` (and the ISA): a row's result does not depend on how many rows are multiplied
+/// with it, on the panels, on the batch or on the threads.
+mod small_m {
+    #![cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code, unused_imports))]
+    use crate::FlexTensor;
+
+    /// Rows up to which the kernels are used (a decode step of up to this many sequences).
+    pub(crate) const MAX_ROWS: usize = 8;
+
+    /// `lhs · rhs` for f32 `[.., m, k] · [.., k, n]` with the same batch dimensions (no
+    /// broadcasting), `m ≤` [`MAX_ROWS`], `lhs` rows contiguous and `rhs` either row-major
+    /// (rows contiguous) or column-major (columns contiguous), on a CPU with FMA (x86-64: AVX2
+    /// or AVX-512); `None` otherwise (the caller uses `gemm`).
+    pub(crate) fn matmul_f32(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        {
+            use alloc::vec::Vec;
+            use burn_backend::DType;
+            use burn_std::Shape;
+            let (ls, rs) = (lhs.layout().shape(), rhs.layout().shape());
+            let rank = ls.num_dims();
+            if rank < 2 || rs.num_dims() != rank {
+                return None;
+            }
+            let (m, k, n) = (ls[rank - 2], ls[rank - 1], rs[rank - 1]);
+            if m == 0 || m > MAX_ROWS || k == 0 || n == 0 || (0..rank - 2).any(|d| ls[d] != rs[d]) {
+                return None;
+            }
+            let (lst, rst) = (lhs.layout().strides(), rhs.layout().strides());
+            if lst.iter().chain(rst).any(|&s| s < 0) {
+                return None;
+            }
+            let (lhs_rs, lhs_cs) = (lst[rank - 2] as usize, lst[rank - 1] as usize);
+            let (rhs_rs, rhs_cs) = (rst[rank - 2] as usize, rst[rank - 1] as usize);
+            if lhs_cs != 1 && k > 1 || (m > 1 && lhs_rs < k) {
+                return None;
+            }
+            let layout = if (rhs_cs == 1 || n == 1) && (k == 1 || rhs_rs >= n) {
+                Layout::Rows
+            } else if rhs_rs == 1 && rhs_cs >= k {
+                Layout::Columns
+            } else {
+                return None;
+            };
+            let isa = if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+                Isa::Avx512
+            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                Isa::Avx2
+            } else {
+                return None;
+            };
+            let batch: Vec<usize> = (0..rank - 2).map(|d| ls[d]).collect();
+            let count: usize = batch.iter().product();
+            // Element offsets of matrix b (row-major over the batch dimensions).
+            let offsets = |strides: &[isize], start: usize| -> Vec<usize> {
+                (0..count)
+                    .map(|mut b| {
+                        let mut off = start;
+                        for d in (0..rank - 2).rev() {
+                            off += (b % batch[d]) * strides[d] as usize;
+                            b /= batch[d];
+                        }
+                        off
+                    })
+                    .collect()
+            };
+            let (lhs_off, rhs_off) = (offsets(lst, lhs.layout().start_offset()), offsets(rst, rhs.layout().start_offset()));
+            let (x, w) = (lhs.storage::<f32>(), rhs.storage::<f32>());
+            let mut dims = batch;
+            dims.extend([m, n]);
+            let mut output = FlexTensor::empty(Shape::from(dims), DType::F32);
+            let out: &mut [f32] = output.storage_mut();
+            let problem = Problem { isa, layout, m, n, k, x_stride: lhs_rs, w_stride: if layout == Layout::Rows { rhs_rs } else { rhs_cs } };
+            let work = count * m * n * k;
+            #[cfg(feature = "rayon")]
+            let threads = if work >= 1 << 16 { rayon::current_num_threads().max(1) } else { 1 };
+            #[cfg(not(feature = "rayon"))]
+            let threads = 1;
+            if count == 1 {
+                problem.run(&x[lhs_off[0]..], &w[rhs_off[0]..], out, threads);
+            } else {
+                let item = |(b, out): (usize, &mut [f32])| problem.run(&x[lhs_off[b]..], &w[rhs_off[b]..], out, 1);
+                #[cfg(feature = "rayon")]
+                if threads > 1 {
+                    use rayon::prelude::*;
+                    out.par_chunks_mut(m * n).enumerate().for_each(item);
+                    return Some(output);
+                }
+                out.chunks_mut(m * n).enumerate().for_each(item);
+            }
+            return Some(output);
+        }
+        #[allow(unreachable_code)]
+        None
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Isa {
+        Avx512,
+        Avx2,
+    }
+
+    /// How the right side's `[k, n]` elements lie: rows contiguous (`w[r · stride + c]`, the
+    /// weights, the values) or columns contiguous (`w[c · stride + r]`, the transposed keys).
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Layout {
+        Rows,
+        Columns,
+    }
+
+    /// One `[m, k] · [k, n]` product: `x[i · x_stride + r]`; `w` as `layout` with `w_stride`.
+    #[derive(Clone, Copy)]
+    struct Problem {
+        isa: Isa,
+        layout: Layout,
+        m: usize,
+        n: usize,
+        k: usize,
+        x_stride: usize,
+        w_stride: usize,
+    }
+
+    impl Problem {
+        /// Into `out` (`[m, n]`, contiguous); with `threads > 1`, column panels in parallel.
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        fn run(&self, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
+            let n = self.n;
+            // About one panel per thread, at most 4096 columns (8 rows of accumulators: 128 KiB).
+            let width = n.div_ceil(threads).next_multiple_of(16).clamp(16, 4096).min(n);
+            let out_addr = out.as_mut_ptr() as usize;
+            let panel = |j0: usize| {
+                let cols = width.min(n - j0);
+                // SAFETY: the ISA was detected at run time; each panel writes only columns
+                // j0..j0 + cols of every output row, and the panels are disjoint.
+                unsafe {
+                    let out = out_addr as *mut f32;
+                    match self.isa {
+                        Isa::Avx512 => panel_avx512(self, x, w, out, j0, cols),
+                        Isa::Avx2 => panel_avx2(self, x, w, out, j0, cols),
+                    }
+                }
+            };
+            #[cfg(feature = "rayon")]
+            if threads > 1 && width < n {
+                use rayon::prelude::*;
+                (0..n).step_by(width).collect::<alloc::vec::Vec<_>>().into_par_iter().for_each(panel);
+                return;
+            }
+            (0..n).step_by(width).for_each(panel);
+        }
+    }
+
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn panel_avx512(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, j0: usize, cols: usize) {
+        unsafe { panel(p, x, w, out, j0, cols) }
+    }
+
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn panel_avx2(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, j0: usize, cols: usize) {
+        unsafe { panel(p, x, w, out, j0, cols) }
+    }
+
+    /// Output columns `j0..j0 + cols` of all rows. Inlined into the `target_feature`
+    /// wrappers, so the loops are vectorized for that ISA and `mul_add` is one FMA.
+    #[inline(always)]
+    unsafe fn panel(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, j0: usize, cols: usize) {
+        let (m, k) = (p.m, p.k);
+        let xrow = |i: usize| &x[i * p.x_stride..i * p.x_stride + k];
+        let mut acc = alloc::vec![0f32; m * cols];
+        match p.layout {
+            // For each weight row r (four at a time, so an accumulator is loaded and stored
+            // once per four terms), every output row adds x[i, r] · w[r, j0..]: the sum over r
+            // in increasing order, one FMA per term.
+            Layout::Rows => {
+                let wrow = |r: usize| &w[r * p.w_stride + j0..r * p.w_stride + j0 + cols];
+                let mut r = 0;
+                while r + 4 <= k {
+                    let (w0, w1, w2, w3) = (wrow(r), wrow(r + 1), wrow(r + 2), wrow(r + 3));
+                    for i in 0..m {
+                        let xi = &xrow(i)[r..r + 4];
+                        let row = &mut acc[i * cols..(i + 1) * cols];
+                        for j in 0..cols {
+                            let mut s = row[j];
+                            s = xi[0].mul_add(w0[j], s);
+                            s = xi[1].mul_add(w1[j], s);
+                            s = xi[2].mul_add(w2[j], s);
+                            s = xi[3].mul_add(w3[j], s);
+                            row[j] = s;
+                        }
+                    }
+                    r += 4;
+                }
+                while r < k {
+                    let w0 = wrow(r);
+                    for i in 0..m {
+                        let a = xrow(i)[r];
+                        let row = &mut acc[i * cols..(i + 1) * cols];
+                        for j in 0..cols {
+                            row[j] = a.mul_add(w0[j], row[j]);
+                        }
+                    }
+                    r += 1;
+                }
+            }
+            // Dot products of contiguous vectors: 16 lanes, lane l summing terms l, l + 16, …
+            // in order, then the lanes in a fixed order.
+            Layout::Columns => {
+                for j in 0..cols {
+                    let c = (j0 + j) * p.w_stride;
+                    let wc = &w[c..c + k];
+                    for i in 0..m {
+                        acc[i * cols + j] = dot(xrow(i), wc);
+                    }
+                }
+            }
+        }
+        for i in 0..m {
+            // SAFETY: row i of the output has n ≥ j0 + cols columns (the caller's panel).
+            unsafe { core::ptr::copy_nonoverlapping(acc[i * cols..].as_ptr(), out.add(i * p.n + j0), cols) };
+        }
+    }
+
+    #[inline(always)]
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut lanes = [0f32; 16];
+        let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
+        let (ar, br) = (ac.remainder(), bc.remainder());
+        for (a, b) in ac.zip(bc) {
+            for l in 0..16 {
+                lanes[l] = a[l].mul_add(b[l], lanes[l]);
+            }
+        }
+        for l in 0..ar.len() {
+            lanes[l] = ar[l].mul_add(br[l], lanes[l]);
+        }
+        // Pairwise: (0+8, 1+9, …), then halves again, down to one.
+        let mut width = 8;
+        while width > 0 {
+            for l in 0..width {
+                lanes[l] += lanes[l + width];
+            }
+            width /= 2;
+        }
+        lanes[0]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use alloc::vec;
