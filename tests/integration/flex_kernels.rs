@@ -180,3 +180,31 @@ fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
         }
     }
 }
+
+#[test]
+fn the_tied_heads_product_matches_f64_and_a_sequences_column_is_its_own() {
+    // The tied LM head of a decode step, E · hᵀ: the embedding [vocab, k] against the hidden
+    // states of 1–8 sequences, given as the transposed view of h [m, k]. Column j must match
+    // an f64 sum and be bit for bit the column of sequence j decoded alone.
+    for (vocab, k) in [(300, 64), (1000, 577), (9, 3)] {
+        let e = noise(vocab * k, vocab);
+        for m in [1, 2, 5, 8, 9] {
+            let h = noise(m * k, m + k);
+            let got = values(tensor(e.clone(), [vocab, k]).matmul(tensor(h.clone(), [m, k]).transpose()));
+            let ht: Vec<f32> = (0..k * m).map(|i| h[(i % m) * k + i / m]).collect();
+            let (want, scale) = reference(&e, &ht, vocab, k, m);
+            for (i, ((g, w), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
+                let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * s + 1e-30;
+                assert!((*g as f64 - w).abs() <= bound, "vocab {vocab}, k {k}, m {m}, element {i}: {g} vs {w}");
+            }
+            if m > 8 {
+                continue;
+            }
+            for j in 0..m {
+                let alone = values(tensor(e.clone(), [vocab, k]).matmul(tensor(h[j * k..(j + 1) * k].to_vec(), [1, k]).transpose()));
+                let column: Vec<f32> = (0..vocab).map(|v| got[v * m + j]).collect();
+                assert_eq!(column, alone, "vocab {vocab}, k {k}: sequence {j} of {m}");
+            }
+        }
+    }
+}

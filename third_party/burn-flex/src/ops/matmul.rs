@@ -846,11 +846,15 @@ fn matmul_batched_i64(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
 /// width; on attention it runs 3 valid rows in a 16-lane kernel, one call per head. Here the
 /// weights `[k, n]` are walked once, row after row, into `m` rows of accumulators per column
 /// panel (panels in parallel), and a product whose right side is a transposed row-major matrix
-/// (the keys) is `m · n` dot products. Each output element is summed in an order that depends
+/// (the keys; the tied LM head `h · Eᵀ`) is `m · n` dot products — which also serve its
+/// transpose, many rows against at most 8 columns (the head computed as `E · hᵀ`, reading the
+/// embedding in its stored order). Each output element is summed in an order that depends
 /// only on `k` (and the ISA): a row's result does not depend on how many rows are multiplied
 /// with it, on the panels, on the batch or on the threads.
 mod small_m {
     #![cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code, unused_imports))]
+    use core::ops::Range;
+
     use crate::FlexTensor;
 
     /// Rows up to which the kernels are used (a decode step of up to this many sequences).
@@ -872,7 +876,7 @@ mod small_m {
                 return None;
             }
             let (m, k, n) = (ls[rank - 2], ls[rank - 1], rs[rank - 1]);
-            if m == 0 || m > MAX_ROWS || k == 0 || n == 0 || (0..rank - 2).any(|d| ls[d] != rs[d]) {
+            if m == 0 || k == 0 || n == 0 || (0..rank - 2).any(|d| ls[d] != rs[d]) {
                 return None;
             }
             let (lst, rst) = (lhs.layout().strides(), rhs.layout().strides());
@@ -884,13 +888,21 @@ mod small_m {
             if lhs_cs != 1 && k > 1 || (m > 1 && lhs_rs < k) {
                 return None;
             }
-            let layout = if (rhs_cs == 1 || n == 1) && (k == 1 || rhs_rs >= n) {
-                Layout::Rows
-            } else if rhs_rs == 1 && rhs_cs >= k {
+            // Columns first: a transposed `[1, k]` (strides 1 and k: one sequence's hidden
+            // state against the tied head) fits both, and must take the dots as 2–8 do.
+            let layout = if rhs_rs == 1 && rhs_cs >= k {
                 Layout::Columns
+            } else if (rhs_cs == 1 || n == 1) && (k == 1 || rhs_rs >= n) {
+                Layout::Rows
             } else {
                 return None;
             };
+            // Dot products also serve many rows against at most MAX_ROWS columns: the tied LM
+            // head of a decode step, `E · hᵀ` (the embedding's rows against each sequence's
+            // hidden state), whose columns are then the rows of `h · Eᵀ` computed alike.
+            if m > MAX_ROWS && !(layout == Layout::Columns && n <= MAX_ROWS) {
+                return None;
+            }
             let isa = if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
                 Isa::Avx512
             } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -970,9 +982,47 @@ mod small_m {
     }
 
     impl Problem {
-        /// Into `out` (`[m, n]`, contiguous); with `threads > 1`, column panels in parallel.
+        /// Into `out` (`[m, n]`, contiguous); with `threads > 1`, in parallel parts.
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         fn run(&self, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
+            match self.layout {
+                Layout::Rows => self.run_rows(x, w, out, threads),
+                Layout::Columns => self.run_dots(x, w, out, threads),
+            }
+        }
+
+        /// Dot products in blocks of the longer side (rows or columns), a few per thread.
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        fn run_dots(&self, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
+            let (m, n) = (self.m, self.n);
+            let by_rows = m >= n;
+            let len = if by_rows { m } else { n };
+            let step = len.div_ceil(if threads > 1 { 4 * threads } else { 1 }).max(1);
+            let out_addr = out.as_mut_ptr() as usize;
+            let block = |start: usize| {
+                let end = (start + step).min(len);
+                let (rows, cols) = if by_rows { (start..end, 0..n) } else { (0..m, start..end) };
+                // SAFETY: the ISA was detected at run time; blocks write disjoint elements.
+                unsafe {
+                    let out = out_addr as *mut f32;
+                    match self.isa {
+                        Isa::Avx512 => dots_avx512(self, x, w, out, rows, cols),
+                        Isa::Avx2 => dots_avx2(self, x, w, out, rows, cols),
+                    }
+                }
+            };
+            #[cfg(feature = "rayon")]
+            if threads > 1 && step < len {
+                use rayon::prelude::*;
+                (0..len).step_by(step).collect::<alloc::vec::Vec<_>>().into_par_iter().for_each(block);
+                return;
+            }
+            (0..len).step_by(step).for_each(block);
+        }
+
+        /// Column panels of the weights' walk, about one per thread.
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        fn run_rows(&self, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
             let n = self.n;
             // About one panel per thread, at most 4096 columns (8 rows of accumulators: 128 KiB).
             let width = n.div_ceil(threads).next_multiple_of(16).clamp(16, 4096).min(n);
@@ -1011,59 +1061,44 @@ mod small_m {
         unsafe { panel(p, x, w, out, j0, cols) }
     }
 
-    /// Output columns `j0..j0 + cols` of all rows. Inlined into the `target_feature`
-    /// wrappers, so the loops are vectorized for that ISA and `mul_add` is one FMA.
+    /// Output columns `j0..j0 + cols` of all rows, the right side's rows contiguous: for each
+    /// weight row r (four at a time, so an accumulator is loaded and stored once per four
+    /// terms), every output row adds x[i, r] · w[r, j0..] — the sum over r in increasing order,
+    /// one FMA per term. Inlined into the `target_feature` wrappers, so the loops are
+    /// vectorized for that ISA and `mul_add` is one FMA instruction.
     #[inline(always)]
     unsafe fn panel(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, j0: usize, cols: usize) {
         let (m, k) = (p.m, p.k);
         let xrow = |i: usize| &x[i * p.x_stride..i * p.x_stride + k];
+        let wrow = |r: usize| &w[r * p.w_stride + j0..r * p.w_stride + j0 + cols];
         let mut acc = alloc::vec![0f32; m * cols];
-        match p.layout {
-            // For each weight row r (four at a time, so an accumulator is loaded and stored
-            // once per four terms), every output row adds x[i, r] · w[r, j0..]: the sum over r
-            // in increasing order, one FMA per term.
-            Layout::Rows => {
-                let wrow = |r: usize| &w[r * p.w_stride + j0..r * p.w_stride + j0 + cols];
-                let mut r = 0;
-                while r + 4 <= k {
-                    let (w0, w1, w2, w3) = (wrow(r), wrow(r + 1), wrow(r + 2), wrow(r + 3));
-                    for i in 0..m {
-                        let xi = &xrow(i)[r..r + 4];
-                        let row = &mut acc[i * cols..(i + 1) * cols];
-                        for j in 0..cols {
-                            let mut s = row[j];
-                            s = xi[0].mul_add(w0[j], s);
-                            s = xi[1].mul_add(w1[j], s);
-                            s = xi[2].mul_add(w2[j], s);
-                            s = xi[3].mul_add(w3[j], s);
-                            row[j] = s;
-                        }
-                    }
-                    r += 4;
-                }
-                while r < k {
-                    let w0 = wrow(r);
-                    for i in 0..m {
-                        let a = xrow(i)[r];
-                        let row = &mut acc[i * cols..(i + 1) * cols];
-                        for j in 0..cols {
-                            row[j] = a.mul_add(w0[j], row[j]);
-                        }
-                    }
-                    r += 1;
-                }
-            }
-            // Dot products of contiguous vectors: 16 lanes, lane l summing terms l, l + 16, …
-            // in order, then the lanes in a fixed order.
-            Layout::Columns => {
+        let mut r = 0;
+        while r + 4 <= k {
+            let (w0, w1, w2, w3) = (wrow(r), wrow(r + 1), wrow(r + 2), wrow(r + 3));
+            for i in 0..m {
+                let xi = &xrow(i)[r..r + 4];
+                let row = &mut acc[i * cols..(i + 1) * cols];
                 for j in 0..cols {
-                    let c = (j0 + j) * p.w_stride;
-                    let wc = &w[c..c + k];
-                    for i in 0..m {
-                        acc[i * cols + j] = dot(xrow(i), wc);
-                    }
+                    let mut s = row[j];
+                    s = xi[0].mul_add(w0[j], s);
+                    s = xi[1].mul_add(w1[j], s);
+                    s = xi[2].mul_add(w2[j], s);
+                    s = xi[3].mul_add(w3[j], s);
+                    row[j] = s;
                 }
             }
+            r += 4;
+        }
+        while r < k {
+            let w0 = wrow(r);
+            for i in 0..m {
+                let a = xrow(i)[r];
+                let row = &mut acc[i * cols..(i + 1) * cols];
+                for j in 0..cols {
+                    row[j] = a.mul_add(w0[j], row[j]);
+                }
+            }
+            r += 1;
         }
         for i in 0..m {
             // SAFETY: row i of the output has n ≥ j0 + cols columns (the caller's panel).
@@ -1071,6 +1106,34 @@ mod small_m {
         }
     }
 
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[target_feature(enable = "avx512f,fma")]
+    unsafe fn dots_avx512(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, rows: Range<usize>, cols: Range<usize>) {
+        unsafe { dots(p, x, w, out, rows, cols) }
+    }
+
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dots_avx2(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, rows: Range<usize>, cols: Range<usize>) {
+        unsafe { dots(p, x, w, out, rows, cols) }
+    }
+
+    /// `out[i, j] = x[i, ..] · w[.., j]` for the block, the right side's columns contiguous.
+    #[inline(always)]
+    unsafe fn dots(p: &Problem, x: &[f32], w: &[f32], out: *mut f32, rows: Range<usize>, cols: Range<usize>) {
+        let k = p.k;
+        for i in rows {
+            let xi = &x[i * p.x_stride..i * p.x_stride + k];
+            for j in cols.clone() {
+                let c = j * p.w_stride;
+                // SAFETY: (i, j) is inside the [m, n] output and in this block only.
+                unsafe { *out.add(i * p.n + j) = dot(xi, &w[c..c + k]) };
+            }
+        }
+    }
+
+    /// A dot product of contiguous vectors: 16 lanes, lane l summing terms l, l + 16, … in
+    /// order (one FMA each), then the lanes pairwise in a fixed order. Symmetric in `a`, `b`.
     #[inline(always)]
     fn dot(a: &[f32], b: &[f32]) -> f32 {
         let mut lanes = [0f32; 16];
