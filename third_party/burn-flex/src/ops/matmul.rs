@@ -835,9 +835,6 @@ fn matmul_batched_i64(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
 // F32/I32/I64 matmul, stride-through-matmul variants (transposed /
 // swap_dims / broadcast-transposed), and other generic coverage have
 // been migrated to burn-backend-tests so they run against every backend.
-// When adding new tests, keep them here only if they probe a flex
-// dtype-storage path; otherwise add them to
-// crates/burn-backend-tests/tests/tensor/float/ops/matmul.rs.
 /// arl change 4: f32 products with at most [`small_m::MAX_ROWS`] rows per matrix — the linear
 /// layers of a decode step (one row per sequence, `[m, k] · [k, n]`) and its attention
 /// (`[.., rep, d] · [.., d, L]` against the key cache, `[.., rep, L] · [.., L, d]` against the
@@ -861,9 +858,10 @@ mod small_m {
     pub(crate) const MAX_ROWS: usize = 8;
 
     /// `lhs · rhs` for f32 `[.., m, k] · [.., k, n]` with the same batch dimensions (no
-    /// broadcasting), `m ≤` [`MAX_ROWS`], `lhs` rows contiguous and `rhs` either row-major
-    /// (rows contiguous) or column-major (columns contiguous), on a CPU with FMA (x86-64: AVX2
-    /// or AVX-512); `None` otherwise (the caller uses `gemm`).
+    /// broadcasting), `lhs` rows contiguous, and either `m ≤` [`MAX_ROWS`] with `rhs` row-major
+    /// (rows contiguous) or column-major (columns contiguous), or any `m` against `n ≤`
+    /// [`MAX_ROWS`] column-major columns; on a CPU with FMA (x86-64: AVX2 or AVX-512). `None`
+    /// otherwise (the caller uses `gemm`).
     pub(crate) fn matmul_f32(lhs: &FlexTensor, rhs: &FlexTensor) -> Option<FlexTensor> {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         {
@@ -1159,6 +1157,9 @@ mod small_m {
     }
 }
 
+// When adding new tests, keep them here only if they probe a flex
+// dtype-storage path; otherwise add them to
+// crates/burn-backend-tests/tests/tensor/float/ops/matmul.rs.
 #[cfg(test)]
 mod tests {
     use alloc::vec;
