@@ -239,7 +239,7 @@ fn the_staleness_bound_is_never_exceeded_and_stale_groups_do_train() {
 }
 
 /// `model.rollout_device`: the trainer on libtorch's CPU device, its snapshots sampling on
-/// burn-flex (the two devices this machine has; on a GPU machine it is `cuda:0` and `cuda:1`).
+/// burn-flex (the two devices a CPU-only machine has; with two GPUs it would be `cuda:0` and `cuda:1`).
 #[cfg(feature = "tch")]
 #[test]
 fn the_staleness_bound_holds_with_sampling_on_another_device() {
