@@ -23,6 +23,16 @@ pub enum BackendKind {
 impl BackendKind {
     pub const ALL: [BackendKind; 4] = [Self::Cpu, Self::Cuda, Self::Tch, Self::TchCuda];
 
+    /// The backend `name` names (`cpu`, `cuda`, `tch`, `tch-cuda`), compiled in or not.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Whether it runs on the CPU, which is one device (no GPU ordinal).
+    pub fn is_cpu(self) -> bool {
+        matches!(self, Self::Cpu | Self::Tch)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Cpu => "cpu",
@@ -81,14 +91,14 @@ impl std::str::FromStr for DeviceSpec {
             Some((name, index)) => (name, Some(index)),
             None => (text, None),
         };
-        let backend = BackendKind::ALL.into_iter().find(|b| b.name() == name).ok_or_else(|| {
+        let backend = BackendKind::from_name(name).ok_or_else(|| {
             format!("`{text}` names no backend; valid: BACKEND or BACKEND:GPU with BACKEND one of cpu, cuda, tch, tch-cuda (e.g. `cuda:1`)")
         })?;
         let index = match index {
             None => 0,
             Some(i) => i.parse().map_err(|_| format!("`{text}`: `{i}` is not a GPU number; write e.g. `{name}:1`"))?,
         };
-        if index != 0 && matches!(backend, BackendKind::Cpu | BackendKind::Tch) {
+        if index != 0 && backend.is_cpu() {
             return Err(format!("`{text}`: backend `{name}` has one device; write `{name}`"));
         }
         Ok(Self { backend, index })
@@ -97,10 +107,7 @@ impl std::str::FromStr for DeviceSpec {
 
 impl std::fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.backend {
-            BackendKind::Cpu | BackendKind::Tch => f.write_str(self.backend.name()),
-            _ => write!(f, "{}:{}", self.backend, self.index),
-        }
+        if self.backend.is_cpu() { f.write_str(self.backend.name()) } else { write!(f, "{}:{}", self.backend, self.index) }
     }
 }
 

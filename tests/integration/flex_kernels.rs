@@ -94,6 +94,11 @@ fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Dispatch,
     Tensor::from_data(TensorData::new(data, shape), &cpu())
 }
 
+/// The `[cols, rows]` transpose of a row-major `[rows, cols]` matrix, row-major.
+fn transposed(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols).map(|i| a[(i % rows) * cols + i / rows]).collect()
+}
+
 /// `x [m, k] · w [k, n]` in f64, and Σ|x||w| per element (the error scale of any f32 sum).
 fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, Vec<f64>) {
     let mut out = vec![0f64; m * n];
@@ -119,7 +124,7 @@ fn small_row_matmuls_match_an_f64_reference_in_every_layout() {
         for (k, n) in SHAPES {
             let (x, w) = (noise(m * k, m), noise(k * n, k + n));
             let (want, scale) = reference(&x, &w, m, k, n);
-            let wt: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+            let wt = transposed(&w, k, n);
             let cases = [
                 ("weights row-major", values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])))),
                 // The keys' layout: the right side is a transposed row-major [n, k].
@@ -161,7 +166,7 @@ fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
     // come out bit for bit the same, in both right-side layouts and batched.
     for (k, n) in SHAPES {
         let w = noise(k * n, k + n);
-        let wt: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+        let wt = transposed(&w, k, n);
         for m in 1..=8 {
             let x = noise(m * k, m + 11);
             let together = values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])));
@@ -191,7 +196,7 @@ fn the_tied_heads_product_matches_f64_and_a_sequences_column_is_its_own() {
         for m in [1, 2, 5, 8, 9] {
             let h = noise(m * k, m + k);
             let got = values(tensor(e.clone(), [vocab, k]).matmul(tensor(h.clone(), [m, k]).transpose()));
-            let ht: Vec<f32> = (0..k * m).map(|i| h[(i % m) * k + i / m]).collect();
+            let ht = transposed(&h, m, k);
             let (want, scale) = reference(&e, &ht, vocab, k, m);
             for (i, ((g, w), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
                 let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * s + 1e-30;

@@ -49,13 +49,13 @@ pub enum DeviceError {
 
 /// `"cpu" | "cuda" | "tch" | "tch-cuda"` → the kind (whether or not it is compiled in).
 pub fn parse_backend(text: &str) -> Result<BackendKind, DeviceError> {
-    BackendKind::ALL.into_iter().find(|b| b.name() == text).ok_or_else(|| DeviceError::UnknownBackend(text.to_string()))
+    BackendKind::from_name(text).ok_or_else(|| DeviceError::UnknownBackend(text.to_string()))
 }
 
 /// The device for `backend` (GPU number `index` for cuda/tch-cuda) computing in `dtype`.
 pub fn device(backend: BackendKind, index: usize, dtype: DType) -> Result<DispatchDevice, DeviceError> {
     backend.ensure_compiled_in().map_err(DeviceError::NotCompiledIn)?;
-    if index != 0 && matches!(backend, BackendKind::Cpu | BackendKind::Tch) {
+    if index != 0 && backend.is_cpu() {
         return Err(DeviceError::IndexOnCpu { backend, index });
     }
     #[cfg(feature = "cuda")]

@@ -295,9 +295,8 @@ impl TrainablePolicy for QwenTrainer {
 
     /// A [`crate::QwenPolicy`] on the inner (no-autodiff) module: it shares the weights'
     /// tensors, which an optimizer step replaces rather than writes, so it keeps sampling the
-    /// weights of the moment it was taken (its own, empty prefix cache).
-    /// The inference weights; on the rollout device ([`QwenTrainer::set_rollout_device`]) a
-    /// copy, else sharing the training weights' memory.
+    /// weights of the moment it was taken (its own, empty prefix cache). On the rollout device
+    /// ([`QwenTrainer::set_rollout_device`]) it holds a copy of them instead.
     fn snapshot(&self) -> Result<Box<dyn Policy + Send>, PolicyError> {
         let model = self.inference();
         let model = match &self.rollout_device {

@@ -910,18 +910,9 @@ mod small_m {
             };
             let batch: Vec<usize> = (0..rank - 2).map(|d| ls[d]).collect();
             let count: usize = batch.iter().product();
-            // Element offsets of matrix b (row-major over the batch dimensions).
+            // Element offsets of matrix b (the strides are non-negative, checked above).
             let offsets = |strides: &[isize], start: usize| -> Vec<usize> {
-                (0..count)
-                    .map(|mut b| {
-                        let mut off = start;
-                        for d in (0..rank - 2).rev() {
-                            off += (b % batch[d]) * strides[d] as usize;
-                            b /= batch[d];
-                        }
-                        off
-                    })
-                    .collect()
+                (0..count).map(|b| start + super::batch_elem_offset(b, &batch, &strides[..rank - 2]) as usize).collect()
             };
             let (lhs_off, rhs_off) = (offsets(lst, lhs.layout().start_offset()), offsets(rst, rhs.layout().start_offset()));
             let (x, w) = (lhs.storage::<f32>(), rhs.storage::<f32>());
@@ -1009,13 +1000,7 @@ mod small_m {
                     }
                 }
             };
-            #[cfg(feature = "rayon")]
-            if threads > 1 && step < len {
-                use rayon::prelude::*;
-                (0..len).step_by(step).collect::<alloc::vec::Vec<_>>().into_par_iter().for_each(block);
-                return;
-            }
-            (0..len).step_by(step).for_each(block);
+            for_each_start(len, step, threads > 1, block);
         }
 
         /// Column panels of the weights' walk, about one per thread.
@@ -1037,14 +1022,22 @@ mod small_m {
                     }
                 }
             };
-            #[cfg(feature = "rayon")]
-            if threads > 1 && width < n {
-                use rayon::prelude::*;
-                (0..n).step_by(width).collect::<alloc::vec::Vec<_>>().into_par_iter().for_each(panel);
-                return;
-            }
-            (0..n).step_by(width).for_each(panel);
+            for_each_start(n, width, threads > 1, panel);
         }
+    }
+
+    /// `f(start)` for `start` in `0, step, 2·step, … < len`: on rayon's threads when `parallel`
+    /// and there is more than one part, else in order on this thread.
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    fn for_each_start(len: usize, step: usize, parallel: bool, f: impl Fn(usize) + Send + Sync) {
+        #[cfg(feature = "rayon")]
+        if parallel && step < len {
+            use rayon::prelude::*;
+            (0..len).step_by(step).collect::<alloc::vec::Vec<_>>().into_par_iter().for_each(f);
+            return;
+        }
+        let _ = parallel;
+        (0..len).step_by(step).for_each(f);
     }
 
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
