@@ -3,7 +3,7 @@
 //! scores must get probability exactly 0, NaN must stay NaN, and the values must stay within a
 //! few ulp of the exact ones over the whole f32 range the model meets); and the f32 matmul of
 //! at most 8 rows (a decode step's linear layers and attention), whose rows must not depend on
-//! one another.
+//! one another and whose sums over the weights' rows run in one fixed order on every ISA.
 
 use arl_qwen3::cpu;
 use burn::Dispatch;
@@ -181,6 +181,79 @@ fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
                 assert_eq!(&together_t[cols.clone()], &alone_t[..], "k {k}, n {n}: row {i} of {m}, transposed right side");
                 assert_eq!(&batched[cols.clone()], &alone[..], "k {k}, n {n}: row {i} of {m}, batched");
                 assert_eq!(&batched[m * n + i * n..m * n + (i + 1) * n], &alone[..], "k {k}, n {n}: row {i} of {m}, second matrix");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_weight_products_sums_are_in_order_from_zero() {
+    // Every small-row kernel with row-major weights (AVX-512 register tiles, AVX2 walk) sums
+    // each element as one FMA per term from +0 over r in increasing order; the exact (fused)
+    // `mul_add` in that order is the reference, so the two ISAs give the same bits. Elsewhere
+    // (no AVX2 + FMA, or not x86-64) the product is gemm's, whose order differs.
+    #[cfg(target_arch = "x86_64")]
+    let kernel = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel = false;
+    if !kernel {
+        eprintln!("skipped: the small-row kernels need x86-64 with AVX2 and FMA");
+        return;
+    }
+    for (k, n) in SHAPES {
+        let w = noise(k * n, k + n);
+        for m in 1..=8 {
+            let x = noise(m * k, m + 3);
+            let got = values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])));
+            for i in 0..m {
+                for j in 0..n {
+                    let want = (0..k).fold(0f32, |s, r| x[i * k + r].mul_add(w[r * n + j], s));
+                    assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "m {m}, k {k}, n {n}, element ({i}, {j})");
+                }
+            }
+        }
+    }
+}
+
+/// A dot product in 16 lanes (lane l: terms l, l + 16, … in order, one exact FMA each, from
+/// +0), the lanes then summed pairwise: l + (l + 8), + 4, + 2, + 1.
+fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    for (r, (a, b)) in a.iter().zip(b).enumerate() {
+        lanes[r % 16] = a.mul_add(*b, lanes[r % 16]);
+    }
+    for width in [8, 4, 2, 1] {
+        for l in 0..width {
+            lanes[l] += lanes[l + width];
+        }
+    }
+    lanes[0]
+}
+
+#[test]
+fn dot_product_kernels_sum_in_sixteen_lanes_on_every_isa() {
+    // Products whose right side has contiguous columns (attention's transposed keys; the tied
+    // head E · hᵀ, many rows against ≤ 8 columns) are dot products in one fixed lane order.
+    #[cfg(target_arch = "x86_64")]
+    let kernel = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let kernel = false;
+    if !kernel {
+        eprintln!("skipped: the small-row kernels need x86-64 with AVX2 and FMA");
+        return;
+    }
+    for (k, n) in SHAPES.into_iter().chain([(33, 9), (47, 1000)]) {
+        for m in 1..=8 {
+            let (x, wt) = (noise(m * k, m + 5), noise(n * k, n + 2 * k));
+            // x [m, k] · (wt [n, k])ᵀ, and the head's orientation wt · xᵀ ([n, m]).
+            let got = values(tensor(x.clone(), [m, k]).matmul(tensor(wt.clone(), [n, k]).transpose()));
+            let head = values(tensor(wt.clone(), [n, k]).matmul(tensor(x.clone(), [m, k]).transpose()));
+            for i in 0..m {
+                for j in 0..n {
+                    let want = lane_dot(&x[i * k..(i + 1) * k], &wt[j * k..(j + 1) * k]).to_bits();
+                    assert_eq!(got[i * n + j].to_bits(), want, "m {m}, k {k}, n {n}, element ({i}, {j})");
+                    assert_eq!(head[j * m + i].to_bits(), want, "head: n {n}, k {k}, m {m}, element ({j}, {i})");
+                }
             }
         }
     }
