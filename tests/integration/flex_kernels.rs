@@ -186,18 +186,27 @@ fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
     }
 }
 
-#[test]
-fn a_weight_products_sums_are_in_order_from_zero() {
-    // Every small-row kernel with row-major weights (AVX-512 register tiles, AVX2 walk) sums
-    // each element as one FMA per term from +0 over r in increasing order; the exact (fused)
-    // `mul_add` in that order is the reference, so the two ISAs give the same bits. Elsewhere
-    // (no AVX2 + FMA, or not x86-64) the product is gemm's, whose order differs.
+/// Whether this CPU takes f32 products of ≤ 8 rows in burn-flex's small-row kernels (x86-64
+/// with AVX2 and FMA); elsewhere they go to gemm, whose summation order differs, and the
+/// order tests say they were skipped.
+fn small_row_kernels_run() -> bool {
     #[cfg(target_arch = "x86_64")]
     let kernel = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
     if !kernel {
         eprintln!("skipped: the small-row kernels need x86-64 with AVX2 and FMA");
+    }
+    kernel
+}
+
+#[test]
+fn a_weight_products_sums_are_in_order_from_zero() {
+    // Every small-row kernel with row-major weights (AVX-512 register tiles, AVX2 walk) sums
+    // each element as one FMA per term from +0 over r in increasing order; the exact (fused)
+    // `mul_add` in that order is the reference, so the two ISAs give the same bits. Elsewhere
+    // (no AVX2 + FMA, or not x86-64) the product is gemm's, whose order differs.
+    if !small_row_kernels_run() {
         return;
     }
     for (k, n) in SHAPES {
@@ -234,12 +243,7 @@ fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
 fn dot_product_kernels_sum_in_sixteen_lanes_on_every_isa() {
     // Products whose right side has contiguous columns (attention's transposed keys; the tied
     // head E · hᵀ, many rows against ≤ 8 columns) are dot products in one fixed lane order.
-    #[cfg(target_arch = "x86_64")]
-    let kernel = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    let kernel = false;
-    if !kernel {
-        eprintln!("skipped: the small-row kernels need x86-64 with AVX2 and FMA");
+    if !small_row_kernels_run() {
         return;
     }
     for (k, n) in SHAPES.into_iter().chain([(33, 9), (47, 1000)]) {
