@@ -9,6 +9,7 @@ mod config;
 mod crosscheck;
 mod dataset;
 mod envs;
+mod flex_copies;
 mod flex_kernels;
 mod fuzz;
 mod gguf;

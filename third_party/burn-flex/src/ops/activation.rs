@@ -205,19 +205,22 @@ fn exp_f32(x_in: f32) -> f32 {
 
 /// arl patch: f32 sigmoid of a whole tensor, `1 / (1 + e^−x)` with [`exp_f32`] (within 3 ulp
 /// of the two-branch libm form above; NaN stays NaN): in place when the tensor is uniquely
-/// owned and contiguous, else into a new buffer; one thread, vectorized.
+/// owned and contiguous, else into a new buffer; vectorized, in chunks over all cores (`par`).
 fn sigmoid_all_f32(mut tensor: FlexTensor) -> FlexTensor {
     let n = tensor.layout().num_elements();
     if tensor.is_unique() && tensor.layout().is_contiguous() && tensor.layout().start_offset() == 0 {
         let data: &mut [f32] = tensor.storage_mut();
-        sigmoid_in_place_f32(&mut data[..n]);
+        crate::ops::par::for_each_mut(&mut data[..n], sigmoid_in_place_f32);
         return tensor;
     }
     let tensor = tensor.to_contiguous();
     let shape = tensor.layout().shape().clone();
     let start = tensor.layout().start_offset();
     let input: &[f32] = tensor.storage();
-    let output = sigmoid_collect_f32(&input[start..start + n]);
+    let input = &input[start..start + n];
+    let output = crate::ops::par::collect(n, |at, out| {
+        sigmoid_into_f32(&input[at..at + out.len()], out)
+    });
     FlexTensor::new(Bytes::from_elems(output), Layout::contiguous(shape), DType::F32)
 }
 
@@ -236,8 +239,10 @@ fn sigmoid_in_place_f32<S: macerator::Simd>(xs: &mut [f32]) {
 
 #[cfg(feature = "simd")]
 #[macerator::with_simd]
-fn sigmoid_collect_f32<S: macerator::Simd>(input: &[f32]) -> Vec<f32> {
-    input.iter().map(|&x| sigmoid_poly_f32(x)).collect()
+fn sigmoid_into_f32<S: macerator::Simd>(input: &[f32], out: &mut [core::mem::MaybeUninit<f32>]) {
+    for (o, &x) in out.iter_mut().zip(input) {
+        o.write(sigmoid_poly_f32(x));
+    }
 }
 
 #[cfg(not(feature = "simd"))]
@@ -248,8 +253,10 @@ fn sigmoid_in_place_f32(xs: &mut [f32]) {
 }
 
 #[cfg(not(feature = "simd"))]
-fn sigmoid_collect_f32(input: &[f32]) -> Vec<f32> {
-    input.iter().map(|&x| sigmoid_poly_f32(x)).collect()
+fn sigmoid_into_f32(input: &[f32], out: &mut [core::mem::MaybeUninit<f32>]) {
+    for (o, &x) in out.iter_mut().zip(input) {
+        o.write(sigmoid_poly_f32(x));
+    }
 }
 
 #[inline]

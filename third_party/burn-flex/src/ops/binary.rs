@@ -6,6 +6,7 @@ use burn_std::{Bytes, Shape, bf16, f16};
 
 use crate::FlexTensor;
 use crate::layout::Layout;
+use crate::ops::par;
 use crate::strided_index::StridedIter;
 
 #[cfg(feature = "simd")]
@@ -35,8 +36,8 @@ pub fn binary_op<F32Op, F64Op>(
     simd_hint: Option<BinaryOp>,
 ) -> FlexTensor
 where
-    F32Op: Fn(f32, f32) -> f32 + Copy,
-    F64Op: Fn(f64, f64) -> f64 + Copy,
+    F32Op: Fn(f32, f32) -> f32 + Copy + Sync + Send,
+    F64Op: Fn(f64, f64) -> f64 + Copy + Sync + Send,
 {
     debug_assert_eq!(lhs.dtype(), rhs.dtype(), "binary_op: dtype mismatch");
 
@@ -67,7 +68,7 @@ fn binary_op_f32<Op>(
     simd_hint: Option<BinaryOp>,
 ) -> FlexTensor
 where
-    Op: Fn(f32, f32) -> f32,
+    Op: Fn(f32, f32) -> f32 + Sync + Send,
 {
     // Permuted lhs + broadcast rhs (e.g. `x.permute(...) - mean`):
     // the generic path would walk the permuted lhs with a scalar
@@ -256,7 +257,7 @@ fn apply_broadcast_pattern_f32(
     } else {
         // Copy lhs once, then apply the broadcast in place. The
         // memcpy is cheaper than the StridedIter fallback it replaces.
-        let mut out: Vec<f32> = lhs.storage::<f32>()[..numel].to_vec();
+        let mut out: Vec<f32> = par::copy(&lhs.storage::<f32>()[..numel]);
         run_broadcast_pattern_f32(&mut out, rhs_storage, simd_op, pattern);
         make_tensor(out, lhs.layout().shape().clone(), lhs.dtype())
     }
@@ -318,14 +319,23 @@ fn run_broadcast_pattern_f32(
 #[inline]
 fn per_row_scalar_apply<Op>(dst: &mut [f32], scalars: &[f32], row_len: usize, op: Op)
 where
-    Op: Fn(f32, f32) -> f32,
+    Op: Fn(f32, f32) -> f32 + Sync + Send,
 {
-    for (i, &scalar) in scalars.iter().enumerate() {
-        let start = i * row_len;
-        for x in dst[start..start + row_len].iter_mut() {
-            *x = op(*x, scalar);
-        }
+    // arl patch: groups of whole rows in parallel (`par`).
+    let rows = scalars.len();
+    if row_len == 0 || rows == 0 {
+        return;
     }
+    let rows_per_group = par::rows_per_group(rows, row_len);
+    par::for_each_rows_mut(&mut dst[..rows * row_len], rows_per_group * row_len, |g, group| {
+        let first = g * rows_per_group;
+        for (r, row) in group.chunks_exact_mut(row_len).enumerate() {
+            let scalar = scalars[first + r];
+            for x in row.iter_mut() {
+                *x = op(*x, scalar);
+            }
+        }
+    });
 }
 
 /// Fallback when SIMD is disabled.
@@ -337,7 +347,7 @@ fn binary_op_f32<Op>(
     _simd_hint: Option<BinaryOp>,
 ) -> FlexTensor
 where
-    Op: Fn(f32, f32) -> f32,
+    Op: Fn(f32, f32) -> f32 + Sync + Send,
 {
     binary_op_typed(lhs, rhs, op)
 }
@@ -346,7 +356,7 @@ where
 pub(crate) fn binary_op_typed<E, Op>(mut lhs: FlexTensor, rhs: &FlexTensor, op: Op) -> FlexTensor
 where
     E: Element + bytemuck::Pod,
-    Op: Fn(E, E) -> E,
+    Op: Fn(E, E) -> E + Sync + Send,
 {
     let rhs_storage: &[E] = rhs.storage();
 
@@ -359,9 +369,12 @@ where
     {
         let lhs_storage: &mut [E] = lhs.storage_mut();
         let r_slice = &rhs_storage[r_start..r_end];
-        for (l, &r) in lhs_storage[..l_end].iter_mut().zip(r_slice) {
-            *l = op(*l, r);
-        }
+        // arl patch: chunks in parallel (`par`).
+        par::zip_mut(&mut lhs_storage[..l_end], r_slice, |l, r| {
+            for (l, &r) in l.iter_mut().zip(r) {
+                *l = op(*l, r);
+            }
+        });
         return lhs;
     }
 
@@ -376,13 +389,8 @@ where
     ) {
         // Both contiguous (but lhs not at offset 0)
         (Some((l_start, l_end)), Some((r_start, r_end))) => {
-            let l_slice = &lhs_storage[l_start..l_end];
-            let r_slice = &rhs_storage[r_start..r_end];
-            l_slice
-                .iter()
-                .zip(r_slice)
-                .map(|(&a, &b)| op(a, b))
-                .collect()
+            // arl patch: chunks in parallel (`par`).
+            par::map2(&lhs_storage[l_start..l_end], &rhs_storage[r_start..r_end], &op)
         }
         // Fast path for 2D non-contiguous (common for transpose)
         _ if lhs.layout().num_dims() == 2 => {
@@ -445,8 +453,8 @@ pub fn scalar_op<F32Op, F64Op>(
     f64_op: F64Op,
 ) -> FlexTensor
 where
-    F32Op: Fn(f32, f32) -> f32 + Copy,
-    F64Op: Fn(f64, f64) -> f64 + Copy,
+    F32Op: Fn(f32, f32) -> f32 + Copy + Sync + Send,
+    F64Op: Fn(f64, f64) -> f64 + Copy + Sync + Send,
 {
     let dtype = tensor.dtype();
 
@@ -474,16 +482,19 @@ where
 pub(crate) fn scalar_op_typed<E, Op>(mut tensor: FlexTensor, scalar: E, op: Op) -> FlexTensor
 where
     E: Element + bytemuck::Pod,
-    Op: Fn(E, E) -> E,
+    Op: Fn(E, E) -> E + Sync + Send,
 {
     // In-place fast path: unique, contiguous at offset 0
     if tensor.is_unique()
         && let Some((0, end)) = tensor.layout().contiguous_offsets()
     {
         let storage: &mut [E] = tensor.storage_mut();
-        for x in storage[..end].iter_mut() {
-            *x = op(*x, scalar);
-        }
+        // arl patch: chunks in parallel (`par`).
+        par::for_each_mut(&mut storage[..end], |xs| {
+            for x in xs.iter_mut() {
+                *x = op(*x, scalar);
+            }
+        });
         return tensor;
     }
 
@@ -493,7 +504,7 @@ where
     let storage: &[E] = tensor.storage();
 
     let result: Vec<E> = match tensor.layout().contiguous_offsets() {
-        Some((start, end)) => storage[start..end].iter().map(|&x| op(x, scalar)).collect(),
+        Some((start, end)) => par::map(&storage[start..end], |x| op(x, scalar)),
         None => StridedIter::new(tensor.layout())
             .map(|i| op(storage[i], scalar))
             .collect(),
@@ -518,7 +529,7 @@ fn make_tensor<E: bytemuck::Pod + Send + Sync>(
 /// Supports all integer dtypes: I64, I32, I16, I8, U64, U32, U16, U8.
 pub fn int_binary_op<Op>(lhs: FlexTensor, rhs: FlexTensor, op: Op) -> FlexTensor
 where
-    Op: Fn(i64, i64) -> i64 + Copy,
+    Op: Fn(i64, i64) -> i64 + Copy + Sync + Send,
 {
     debug_assert_eq!(lhs.dtype(), rhs.dtype(), "int_binary_op: dtype mismatch");
 
@@ -546,7 +557,7 @@ where
 /// Note: scalar is truncated to target dtype (matches PyTorch).
 pub fn int_scalar_op<Op>(tensor: FlexTensor, scalar: i64, op: Op) -> FlexTensor
 where
-    Op: Fn(i64, i64) -> i64 + Copy,
+    Op: Fn(i64, i64) -> i64 + Copy + Sync + Send,
 {
     let dtype = tensor.dtype();
 

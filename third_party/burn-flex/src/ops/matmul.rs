@@ -264,17 +264,16 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
     let rhs_ptr = unsafe { rhs_data.as_ptr().add(rhs.layout().start_offset()) };
 
     let out_shape = Shape::from(vec![m, n]);
-    let mut output = FlexTensor::empty(out_shape, T::dtype());
-    let out_data: &mut [T] = output.storage_mut();
-
     let parallelism = get_parallelism(m, n, k);
 
+    // arl patch: the output is not zeroed first (`gemm_output`).
+    let mut out = gemm_output::<T>(checked_size(m, n));
     unsafe {
         gemm_call(
             m,
             n,
             k,
-            out_data.as_mut_ptr(),
+            out.as_mut_ptr() as *mut T,
             1,
             n as isize,
             lhs_ptr,
@@ -286,8 +285,33 @@ fn matmul_2d_strided<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexTen
             parallelism,
         );
     }
+    // SAFETY: gemm wrote every element of the `m × n` output.
+    unsafe { written(out, out_shape) }
+}
 
-    output
+/// arl patch (third_party/README.md, change 5): storage for a product that `gemm` overwrites
+/// whole, left unzeroed. `gemm_call` passes `read_dst = false`, under which gemm writes every
+/// element of the output (zeros when `k = 0`) and reads none. `FlexTensor::empty` zeroed it
+/// first: a `memset` on the calling thread (calloc on reused heap memory) before every large
+/// product, ~2 % of an update's samples on the SmolLM2 shape.
+fn gemm_output<T: GemmScalar>(len: usize) -> Vec<core::mem::MaybeUninit<T>> {
+    let mut out = Vec::with_capacity(len);
+    // SAFETY: `MaybeUninit` elements need no initialization.
+    unsafe { out.set_len(len) };
+    out
+}
+
+/// The tensor of `shape` over a [`gemm_output`] buffer.
+///
+/// # Safety
+/// Every element of `out` must have been written.
+unsafe fn written<T: GemmScalar>(out: Vec<core::mem::MaybeUninit<T>>, shape: Shape) -> FlexTensor {
+    let mut out = core::mem::ManuallyDrop::new(out);
+    let (ptr, len, cap) = (out.as_mut_ptr() as *mut T, out.len(), out.capacity());
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout, the allocation is the same, and the caller
+    // guarantees every element is initialized.
+    let out = unsafe { Vec::from_raw_parts(ptr, len, cap) };
+    FlexTensor::new(Bytes::from_elems(out), Layout::contiguous(shape), T::dtype())
 }
 
 /// Strided gemm call for one matrix. Wraps `gemm::gemm` with GemmScalar zero/one.
@@ -367,18 +391,20 @@ fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexT
     out_dims.push(n);
     let out_shape = Shape::from(out_dims);
 
-    let mut output = FlexTensor::empty(out_shape, T::dtype());
+    // arl patch: the output is not zeroed first (`gemm_output`).
+    let mut output = gemm_output::<T>(checked_size(batch_size, out_matrix_size));
 
     let lhs_data: &[T] = lhs.storage();
     let rhs_data: &[T] = rhs.storage();
     let lhs_start = lhs.layout().start_offset() as isize;
     let rhs_start = rhs.layout().start_offset() as isize;
-    let out_data: &mut [T] = output.storage_mut();
+    let out_data: &mut [core::mem::MaybeUninit<T>] = &mut output;
 
     let per_matrix_ops = m.saturating_mul(n).saturating_mul(k);
 
     // Closure: run gemm for one batch slice at the given pointers
-    let run_one = |out_ptr: *mut T, b: usize, parallelism: gemm::Parallelism| {
+    let run_one = |out_ptr: *mut core::mem::MaybeUninit<T>, b: usize, parallelism: gemm::Parallelism| {
+        let out_ptr = out_ptr as *mut T;
         let lhs_off = lhs_start + batch_elem_offset(b, &broadcast_shape, &lhs_batch_strides);
         let rhs_off = rhs_start + batch_elem_offset(b, &broadcast_shape, &rhs_batch_strides);
         unsafe {
@@ -446,7 +472,8 @@ fn matmul_batched_gemm<T: GemmScalar>(lhs: FlexTensor, rhs: FlexTensor) -> FlexT
         }
     }
 
-    output
+    // SAFETY: gemm wrote every element of each of the `batch_size` matrices.
+    unsafe { written(output, out_shape) }
 }
 
 // ============================================================================

@@ -111,6 +111,7 @@ pub mod interpolate;
 pub mod mask;
 pub mod matmul;
 mod module;
+pub(crate) mod par;
 pub mod pool;
 mod qtensor;
 pub mod reduce;
