@@ -4,30 +4,17 @@
 //! that are no multiple of a chunk), against the same arithmetic done here one element at a
 //! time.
 
-use arl_qwen3::cpu;
-use burn::Dispatch;
 use burn::tensor::activation::sigmoid;
-use burn::tensor::{Tensor, TensorData};
+
+use crate::flex_kernels::{noise, tensor, values};
 
 /// Above burn-flex's element-wise threshold (256 Ki elements), and not a multiple of its
 /// 32 Ki chunks.
 const LARGE: usize = 300_007;
 
-fn values<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
-}
-
-fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Dispatch, D> {
-    Tensor::from_data(TensorData::new(data, shape), &cpu())
-}
-
 /// `0, 1, 2, …` (exact in f32 below 2²⁴), so each copied value names its source position.
 fn positions(n: usize) -> Vec<f32> {
     (0..n).map(|i| i as f32).collect()
-}
-
-fn noise(len: usize, seed: usize) -> Vec<f32> {
-    (0..len).map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0).collect()
 }
 
 /// Row-major strides of `shape`.

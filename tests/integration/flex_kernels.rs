@@ -10,7 +10,7 @@ use burn::Dispatch;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 
-fn values<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<f32> {
+pub(crate) fn values<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<f32> {
     t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
@@ -86,11 +86,11 @@ fn softmax_rows_are_exact_enough_and_masked_entries_are_zero() {
 }
 
 /// Deterministic values in [−1, 1).
-fn noise(len: usize, seed: usize) -> Vec<f32> {
+pub(crate) fn noise(len: usize, seed: usize) -> Vec<f32> {
     (0..len).map(|i| ((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.5 - 1.0).collect()
 }
 
-fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Dispatch, D> {
+pub(crate) fn tensor<const D: usize>(data: Vec<f32>, shape: [usize; D]) -> Tensor<Dispatch, D> {
     Tensor::from_data(TensorData::new(data, shape), &cpu())
 }
 

@@ -2,23 +2,20 @@
 //!
 //! Each helper splits a flat buffer into chunks of [`CHUNK`] elements (or groups of whole
 //! rows) and runs the caller's loop on them on rayon's pool once the buffer holds at least
-//! [`MIN_ELEMS`] elements; below that (or without the `rayon` feature) it runs the same loop once over the
-//! whole buffer on the calling thread. Every output element is computed by the same
+//! upstream's `ops::PARALLEL_THRESHOLD` (256 Ki) elements, its threshold for per-row loops;
+//! below that (or without the `rayon` feature) it runs the same loop once over the whole
+//! buffer on the calling thread. Every output element is computed by the same
 //! expression from the same inputs either way, so results do not depend on the split.
 
 use alloc::vec::Vec;
 use core::mem::MaybeUninit;
-
-/// Elements below which a loop stays on the calling thread (1 MiB of f32): upstream's own
-/// threshold for its per-row loops (`ops::PARALLEL_THRESHOLD`).
-pub(crate) const MIN_ELEMS: usize = 256 * 1024;
 
 /// Elements per task.
 const CHUNK: usize = 32 * 1024;
 
 #[cfg(feature = "rayon")]
 fn parallel(len: usize) -> bool {
-    len >= MIN_ELEMS && rayon::current_num_threads() > 1
+    len >= super::PARALLEL_THRESHOLD && rayon::current_num_threads() > 1
 }
 
 /// `f(chunk)` over `data`, in chunks.
@@ -156,10 +153,5 @@ where
 
 /// A copy of `a`.
 pub(crate) fn copy<E: Copy + Send + Sync>(a: &[E]) -> Vec<E> {
-    collect(a.len(), |start, out| {
-        let end = start + out.len();
-        for (o, &x) in out.iter_mut().zip(&a[start..end]) {
-            o.write(x);
-        }
-    })
+    map(a, |x| x)
 }

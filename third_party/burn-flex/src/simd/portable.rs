@@ -9,12 +9,12 @@ use macerator::{Scalar, Simd, VBitAnd, VBitOr, VBitXor, vload_unaligned, vstore_
 use rayon::prelude::*;
 
 /// Threshold for parallel execution (elements).
-/// arl patch (third_party/README.md, change 5): the element-wise threshold of `ops::par`
-/// (256 Ki elements) instead of 4 Mi. Upstream's comment reasoned that parallelism helps
+/// arl patch (third_party/README.md, change 5): `ops::PARALLEL_THRESHOLD` (256 Ki elements,
+/// the threshold of the per-row loops and of `ops::par`) instead of 4 Mi. Upstream's comment reasoned that parallelism helps
 /// "when data exceeds L3 cache"; an update's activations (1–3 Mi elements on the SmolLM2
 /// shape) stayed below it and ran on one core of two.
 #[cfg(feature = "rayon")]
-const PARALLEL_THRESHOLD: usize = crate::ops::par::MIN_ELEMS;
+const PARALLEL_THRESHOLD: usize = crate::ops::PARALLEL_THRESHOLD;
 
 #[cfg(feature = "rayon")]
 const CHUNK_SIZE: usize = 4096;
