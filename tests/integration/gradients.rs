@@ -1,6 +1,7 @@
 //! The model's gradients against HF transformers' (tests/fixtures/qwen3/<name>.grads.safetensors,
 //! `scripts/fixtures/make_qwen3_fixtures.py --gradients`): the loss is a weighted sum of
-//! next-token log-probabilities over three sequences (5, 24 and 64 tokens), which HF scored one
+//! next-token log-probabilities over four sequences (5, 24, 64 and 300 tokens: the longest runs
+//! attention in three chunks of queries, `arl_qwen3::layers::QUERY_CHUNK`), which HF scored one
 //! at a time and arl scores as one right-padded batch. Every parameter's gradient is compared,
 //! through plain scoring (the LM head in burn ops) and through the trainer's deferred head (the
 //! fused host pass on burn-flex), on burn-flex and, with `--features tch`, on libtorch's CPU
@@ -39,7 +40,7 @@ fn reference(name: &str) -> Reference {
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let (mut sequences, mut weights) = (Vec::new(), Vec::new());
-    for n in [5, 24, 64] {
+    for n in [5, 24, 64, 300] {
         let ids = st.tensor(&format!("ids_{n}")).unwrap();
         sequences.push(ids.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect());
         weights.push(f32s(st.tensor(&format!("weights_{n}")).unwrap().data()));

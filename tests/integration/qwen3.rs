@@ -106,6 +106,55 @@ fn half_precision_logits_follow_hf_transformers_in_the_same_dtype() {
     }
 }
 
+/// HF's input and logits of 300 tokens (recorded with the gradient references): attention runs
+/// in chunks of `QUERY_CHUNK` (128) queries, so this is 2 full chunks and a partial one.
+fn long_reference(name: &str) -> (Vec<u32>, Vec<f32>) {
+    let bytes = std::fs::read(fixtures().join(format!("{name}.grads.safetensors"))).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let ids = st.tensor("ids_300").unwrap().data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect();
+    let logits = st.tensor("logits_300").unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    (ids, logits)
+}
+
+#[test]
+fn logits_of_sequences_longer_than_an_attention_chunk_equal_hf_transformers() {
+    assert!(300 > 2 * arl_qwen3::layers::QUERY_CHUNK);
+    for name in FIXTURES {
+        let model = load(name);
+        let (ids, want) = long_reference(name);
+        let got = to_vec(model.logits(std::slice::from_ref(&ids)));
+        let diff = max_abs_diff(&got, &want);
+        eprintln!("{name}, {} tokens: max |logit diff| vs HF {diff:.2e}", ids.len());
+        assert!(diff <= 1e-4, "{name}, {} tokens: max |logit diff| {diff}", ids.len());
+    }
+}
+
+/// A prompt longer than an attention chunk, left-padded beside short ones: the prefill runs
+/// chunks under a padding mask, decoding attends to it from the cache, and each sampled
+/// token's log-probability is the teacher-forced score (checked against HF above).
+#[test]
+fn sampling_after_a_prompt_longer_than_an_attention_chunk_matches_the_scorer() {
+    for name in ["qwen3-b", "llama"] {
+        let model = load(name);
+        let long = long_reference(name).0[..200].to_vec();
+        let prompts = vec![vec![5, 17, 42], long, vec![250]];
+        let gens = sample::generate(&model, &prompts, &full_length(6, 9)).unwrap();
+        let seqs: Vec<Vec<u32>> = prompts.iter().zip(&gens).map(|(p, g)| p.iter().chain(&g.ids).copied().collect()).collect();
+        let positions: Vec<Vec<usize>> = prompts.iter().zip(&seqs).map(|(p, s)| (p.len()..s.len()).collect()).collect();
+        let lp = to_vec(score::score(&model, &seqs, Some(&positions), ScoreParams::default()).unwrap().logprobs);
+        let width = seqs.iter().map(Vec::len).max().unwrap();
+        let mut worst = 0.0f32;
+        for (r, g) in gens.iter().enumerate() {
+            assert_eq!(g.ids.len(), 6);
+            for (i, &sampled) in g.sampler_logprobs.iter().enumerate() {
+                worst = worst.max((lp[r * width + prompts[r].len() + i] - sampled).abs());
+            }
+        }
+        eprintln!("{name}: long prompt, sampler vs scorer max |Δ logprob| {worst:.2e}");
+        assert!(worst <= 1e-5, "{name}: long prompt, sampler vs scorer max |Δ logprob| {worst}");
+    }
+}
+
 #[test]
 fn batched_right_padded_logits_equal_single_sequence_logits() {
     let model = load("qwen3-a");

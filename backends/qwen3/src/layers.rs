@@ -170,23 +170,68 @@ impl<B: Backend> RopeTables<B> {
     }
 }
 
-/// The additive attention mask, `[B, kv_heads, rep·T, L]` in the scores' own layout (query
-/// head `kv·rep + r`), built once per forward pass and shared by every layer: the scores
-/// add it in place as one contiguous sum. `bias` is `[B or 1, T, L]` (0 or −∞), `None` for
-/// plain causal attention over `L = past + T` keys.
-pub fn attention_bias<B: Backend>(
-    bias: Option<Tensor<B, 3>>,
-    [batch, past, t]: [usize; 3],
-    c: &ModelConfig,
-    dtype: DType,
-    device: &B::Device,
-) -> Tensor<B, 4> {
-    let bias = bias.unwrap_or_else(|| causal_bias::<B>(t, past + t, device));
-    let [bb, _, l] = bias.dims();
-    let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
-    let per_head = to_dtype(bias, dtype).reshape([bb, 1, t * l]).repeat_dim(1, nh);
-    let rows = if bb == batch { per_head } else { per_head.repeat_dim(0, batch) };
-    rows.reshape([batch, nkv, (nh / nkv) * t, l])
+/// Query positions per chunk of attention ([`AttentionMask`]): with `T` = 512 (an update on
+/// the SmolLM2 shape) 4 chunks, whose score products and softmax cover 5/8 of the full
+/// `T × L` square.
+pub const QUERY_CHUNK: usize = 128;
+
+/// The additive attention mask of one forward pass, cut into chunks of [`QUERY_CHUNK`] query
+/// positions, built once and shared by every layer. Every mask here is causal — query `i` (at
+/// key index `past + i`) sees no key after its own, whatever else it hides (padding, another
+/// row's prefix) — so a chunk of queries `t0..t1` needs only the keys `0..past + t1`: its
+/// score products, softmax and their gradients skip the keys no query of the chunk sees,
+/// about half of the square on a long sequence. Each chunk's bias is `[B, kv_heads,
+/// (t1 − t0)·rep, past + t1]` in the scores' own layout (rows ordered by position, then by
+/// the query head `kv·rep + r` of the key/value head `kv`), so the scores add it in place as
+/// one contiguous sum.
+pub struct AttentionMask<B: Backend> {
+    chunks: Vec<(core::ops::Range<usize>, Tensor<B, 4>)>,
+}
+
+impl<B: Backend> AttentionMask<B> {
+    /// `bias` is `[B or 1, T, L]` (0 or −∞) with `L = past + T` keys, causal as above; `None`
+    /// for plain causal attention.
+    pub fn new(bias: Option<Tensor<B, 3>>, [batch, past, t]: [usize; 3], c: &ModelConfig, dtype: DType, device: &B::Device) -> Self {
+        #[cfg(debug_assertions)]
+        if let Some(bias) = &bias {
+            assert_causal(bias, past);
+        }
+        let bias = bias.unwrap_or_else(|| causal_bias::<B>(t, past + t, device));
+        let [bb, bt, l] = bias.dims();
+        assert_eq!((bt, l), (t, past + t), "an attention bias is [B or 1, T, past + T]");
+        let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
+        let rep = nh / nkv;
+        let bias = to_dtype(bias, dtype);
+        let chunks = (0..t.max(1))
+            .step_by(QUERY_CHUNK)
+            .map(|t0| {
+                let t1 = (t0 + QUERY_CHUNK).min(t);
+                let (rows, keys) = (t1 - t0, past + t1);
+                let part = if (t0, keys) == (0, l) { bias.clone() } else { bias.clone().slice([0..bb, t0..t1, 0..keys]) };
+                let per_head = part.reshape([bb, 1, rows, 1, keys]).repeat_dim(3, rep).repeat_dim(1, nkv);
+                let full = if bb == batch { per_head } else { per_head.repeat_dim(0, batch) };
+                (t0..t1, full.reshape([batch, nkv, rows * rep, keys]))
+            })
+            .collect();
+        Self { chunks }
+    }
+}
+
+/// Panics unless every key after a query's own index is masked (−∞): the chunks of
+/// [`AttentionMask`] leave those keys out.
+#[cfg(debug_assertions)]
+fn assert_causal<B: Backend>(bias: &Tensor<B, 3>, past: usize) {
+    let [bb, t, l] = bias.dims();
+    let values = to_f32(bias.clone()).into_data().convert::<f32>().to_vec::<f32>().expect("f32 bias");
+    for b in 0..bb {
+        for i in 0..t {
+            let row = &values[(b * t + i) * l..(b * t + i + 1) * l];
+            assert!(
+                row[past + i + 1..].iter().all(|&x| x == f32::NEG_INFINITY),
+                "attention bias row {i} of batch {b} lets a query see a later key: masks must be causal"
+            );
+        }
+    }
 }
 
 #[derive(Module, Debug)]
@@ -222,20 +267,22 @@ impl<B: Backend> Attention<B> {
         })
     }
 
-    /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `bias` is the additive mask
-    /// from [`attention_bias`] over the `L = past + T` keys.
+    /// `x` is `[B·T, hidden]` (rows of batch `b` contiguous); `mask` covers the `L = past + T`
+    /// keys.
     pub fn forward(
         &self,
         x: Tensor<B, 2>,
         batch: usize,
         rope: &Rope<B>,
-        bias: &Tensor<B, 4>,
+        mask: &AttentionMask<B>,
         cache: Option<&mut LayerCache<B>>,
     ) -> Tensor<B, 2> {
         let t = x.dims()[0] / batch;
         let (nh, nkv, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
-        // Per-head norm (Qwen3), rotary on the contiguous projection, then `[B, n, T, hd]`.
-        let heads = |y: Tensor<B, 2>, n: usize, norm: &Option<RmsNorm<B>>, rope: Option<&RopeTables<B>>| {
+        let rep = nh / nkv;
+        // Per-head norm (Qwen3), rotary on the contiguous projection, then `[B, nkv, T, g·hd]`:
+        // the `g` heads that share a key/value head side by side (g = 1 for keys and values).
+        let heads = |y: Tensor<B, 2>, n: usize, g: usize, norm: &Option<RmsNorm<B>>, rope: Option<&RopeTables<B>>| {
             let y = match norm {
                 Some(norm) => norm.forward(y.reshape([batch * t, n, hd])).reshape([batch * t, n * hd]),
                 None => y,
@@ -244,25 +291,42 @@ impl<B: Backend> Attention<B> {
                 Some(rope) => rope.apply(y),
                 None => y,
             };
-            y.reshape([batch, t, n, hd]).swap_dims(1, 2)
+            y.reshape([batch, t, n / g, g * hd]).swap_dims(1, 2)
         };
         // The query tables carry the `hd^−½` scale.
-        let q = heads(self.q_proj.forward(x.clone()), nh, &self.q_norm, Some(&rope.q));
-        let k = heads(self.k_proj.forward(x.clone()), nkv, &self.k_norm, Some(&rope.k));
-        let v = heads(self.v_proj.forward(x), nkv, &None, None);
+        // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv` (HF's
+        // repeat_kv is a repeat_interleave), so the queries are `[B, nkv, T·rep, hd]`, rows
+        // by position, then by r.
+        let q = heads(self.q_proj.forward(x.clone()), nh, rep, &self.q_norm, Some(&rope.q)).reshape([batch, nkv, t * rep, hd]);
+        let k = heads(self.k_proj.forward(x.clone()), nkv, 1, &self.k_norm, Some(&rope.k));
+        let v = heads(self.v_proj.forward(x), nkv, 1, &None, None);
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
         };
-        let rep = nh / nkv;
-        // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv`
-        // (HF's repeat_kv is a repeat_interleave), so group them as [B, nkv, rep·T, hd].
-        let q = q.reshape([batch, nkv, rep * t, hd]);
         let dtype = q.dtype();
-        let scores = q.matmul(k.swap_dims(2, 3)) + bias.clone();
-        // HF eager: softmax in f32, then back to the query's dtype.
-        let probs = to_dtype(softmax(to_f32(scores), 3), dtype);
-        let out = probs.matmul(v).reshape([batch, nh, t, hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
+        let l = k.dims()[2];
+        let one = mask.chunks.len() == 1;
+        let mut outs: Vec<Tensor<B, 4>> = mask
+            .chunks
+            .iter()
+            .map(|(ts, bias)| {
+                // Query rows of positions ts, keys 0..past + ts.end.
+                let keys = bias.dims()[3];
+                let q = if one { q.clone() } else { q.clone().slice([0..batch, 0..nkv, ts.start * rep..ts.end * rep, 0..hd]) };
+                let (k, v) = if keys == l {
+                    (k.clone(), v.clone())
+                } else {
+                    (k.clone().slice([0..batch, 0..nkv, 0..keys, 0..hd]), v.clone().slice([0..batch, 0..nkv, 0..keys, 0..hd]))
+                };
+                let scores = q.matmul(k.swap_dims(2, 3)) + bias.clone();
+                // HF eager: softmax in f32, then back to the query's dtype.
+                let probs = to_dtype(softmax(to_f32(scores), 3), dtype);
+                probs.matmul(v)
+            })
+            .collect();
+        let out = if one { outs.remove(0) } else { Tensor::cat(outs, 2) };
+        let out = out.reshape([batch, nkv, t, rep * hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
         self.o_proj.forward(out)
     }
 }
@@ -321,10 +385,40 @@ impl<B: Backend> DecoderLayer<B> {
         h: Tensor<B, 2>,
         batch: usize,
         rope: &Rope<B>,
-        bias: &Tensor<B, 4>,
+        mask: &AttentionMask<B>,
         cache: Option<&mut LayerCache<B>>,
     ) -> Tensor<B, 2> {
-        let h = h.clone() + self.self_attn.forward(self.input_layernorm.forward(h), batch, rope, bias, cache);
+        let h = h.clone() + self.self_attn.forward(self.input_layernorm.forward(h), batch, rope, mask, cache);
         h.clone() + self.mlp.forward(self.post_attention_layernorm.forward(h))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::Dispatch;
+    use burn::tensor::{Tensor, TensorData};
+
+    /// `[1, 3, 3]` masks of a 3-token prefill: causal with one more key hidden (padding), then
+    /// one that lets query 0 see key 2.
+    fn mask(values: [[f32; 3]; 3]) -> Option<Tensor<Dispatch, 3>> {
+        let data: Vec<f32> = values.iter().flatten().copied().collect();
+        Some(Tensor::from_data(TensorData::new(data, [1, 3, 3]), &crate::cpu()))
+    }
+
+    #[test]
+    fn a_causal_mask_is_taken_and_one_that_shows_a_later_key_is_refused_in_debug_builds() {
+        let model = crate::load("tiny-vocab512", &crate::cpu()).unwrap();
+        let positions = vec![vec![0, 1, 2]];
+        let ids = vec![vec![3u32, 17, 42]];
+        let inf = f32::NEG_INFINITY;
+        let padded = mask([[0.0, inf, inf], [inf, 0.0, inf], [inf, 0.0, 0.0]]);
+        assert_eq!(model.hidden(&ids, &positions, padded, None).dims(), [3, model.config.hidden_size]);
+        if cfg!(debug_assertions) {
+            let future = mask([[0.0, inf, 0.0], [0.0, 0.0, inf], [0.0, 0.0, 0.0]]);
+            let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.hidden(&ids, &positions, future, None)))
+                .expect_err("a mask that shows query 0 key 2 is refused");
+            let msg = err.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+            assert!(msg.contains("row 0 of batch 0") && msg.contains("masks must be causal"), "{msg}");
+        }
     }
 }

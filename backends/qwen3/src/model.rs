@@ -11,7 +11,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{DecoderLayer, Linear, RmsNorm, Rope, attention_bias, param, to_f32, transpose};
+use crate::layers::{AttentionMask, DecoderLayer, Linear, RmsNorm, Rope, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 
 #[derive(Module, Debug)]
@@ -72,7 +72,9 @@ impl<B: Backend> Qwen3<B> {
 
     /// Hidden states before the final norm, `[B·T, hidden]` (rows of a sequence contiguous).
     /// `positions` is `[B][T]` (rotary positions); `bias` an additive `[B or 1, T, past+T]`
-    /// mask or `None` for plain causal attention.
+    /// mask or `None` for plain causal attention. A mask must be causal (no query sees a key
+    /// after its own index; debug builds check it): attention runs in chunks of queries that
+    /// leave those keys out ([`AttentionMask`]).
     pub fn hidden(
         &self,
         ids: &[Vec<u32>],
@@ -87,10 +89,10 @@ impl<B: Backend> Qwen3<B> {
         let mut h = self.embed_tokens.val().select(0, ids);
         let rope = Rope::new(positions, &self.config, &device).in_dtype(h.dtype());
         let shape = [batch, cache.as_deref().map_or(0, KvCache::len), positions.first().map_or(0, Vec::len)];
-        let bias = attention_bias(bias, shape, &self.config, h.dtype(), &device);
+        let mask = AttentionMask::new(bias, shape, &self.config, h.dtype(), &device);
         for (i, layer) in self.layers.iter().enumerate() {
             let layer_cache = cache.as_deref_mut().map(|c| &mut c.layers[i]);
-            h = layer.forward(h, batch, &rope, &bias, layer_cache);
+            h = layer.forward(h, batch, &rope, &mask, layer_cache);
         }
         h
     }
