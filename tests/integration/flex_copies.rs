@@ -61,7 +61,13 @@ fn layout_copies_put_every_element_where_index_arithmetic_says() {
         let want = expected(&shape, &ranges, &perm);
         assert_eq!(got.len(), want.len(), "{shape:?} {ranges:?} {perm:?}");
         let wrong = got.iter().zip(&want).position(|(g, w)| g != w);
-        assert!(wrong.is_none(), "{shape:?} {ranges:?} {perm:?}: element {} is {} (want {})", wrong.unwrap(), got[wrong.unwrap()], want[wrong.unwrap()]);
+        assert!(
+            wrong.is_none(),
+            "{shape:?} {ranges:?} {perm:?}: element {} is {} (want {})",
+            wrong.unwrap(),
+            got[wrong.unwrap()],
+            want[wrong.unwrap()]
+        );
     }
     let whole = |shape: &[usize]| -> Vec<(usize, usize)> { shape.iter().map(|&s| (0, s)).collect() };
     // Attention's head split and merge, small and large (rows of d = 64 in unit stride).
@@ -88,7 +94,13 @@ fn element_wise_ops_write_every_element_on_every_path() {
         let same = |got: Vec<f32>, want: Vec<f32>, what: &str| {
             assert_eq!(got.len(), want.len(), "{what} (n = {n})");
             let wrong = got.iter().zip(&want).position(|(g, w)| g.to_bits() != w.to_bits());
-            assert!(wrong.is_none(), "{what} (n = {n}): element {} is {} (want {})", wrong.unwrap(), got[wrong.unwrap()], want[wrong.unwrap()]);
+            assert!(
+                wrong.is_none(),
+                "{what} (n = {n}): element {} is {} (want {})",
+                wrong.unwrap(),
+                got[wrong.unwrap()],
+                want[wrong.unwrap()]
+            );
         };
         let ta = tensor(a.clone(), [n]);
         let tb = tensor(b.clone(), [n]);
