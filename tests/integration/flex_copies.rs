@@ -45,6 +45,14 @@ fn expected(shape: &[usize], ranges: &[(usize, usize)], perm: &[usize]) -> Vec<f
         .collect()
 }
 
+/// `got` equals `want` bit for bit; else names the first element that differs.
+fn assert_same(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    if let Some(i) = got.iter().zip(want).position(|(g, w)| g.to_bits() != w.to_bits()) {
+        panic!("{what}: element {i} is {} (want {})", got[i], want[i]);
+    }
+}
+
 /// A `shape` tensor of its positions, narrowed to `ranges`, permuted by `perm`, then flattened
 /// (a reshape of a non-contiguous view: burn-flex's `to_contiguous`).
 fn copied<const D: usize>(shape: [usize; D], ranges: [(usize, usize); D], perm: [isize; D]) -> Vec<f32> {
@@ -58,16 +66,7 @@ fn copied<const D: usize>(shape: [usize; D], ranges: [(usize, usize); D], perm: 
 fn layout_copies_put_every_element_where_index_arithmetic_says() {
     fn check<const D: usize>(shape: [usize; D], ranges: [(usize, usize); D], perm: [usize; D]) {
         let got = copied(shape, ranges, perm.map(|p| p as isize));
-        let want = expected(&shape, &ranges, &perm);
-        assert_eq!(got.len(), want.len(), "{shape:?} {ranges:?} {perm:?}");
-        let wrong = got.iter().zip(&want).position(|(g, w)| g != w);
-        assert!(
-            wrong.is_none(),
-            "{shape:?} {ranges:?} {perm:?}: element {} is {} (want {})",
-            wrong.unwrap(),
-            got[wrong.unwrap()],
-            want[wrong.unwrap()]
-        );
+        assert_same(&got, &expected(&shape, &ranges, &perm), &format!("{shape:?} {ranges:?} {perm:?}"));
     }
     let whole = |shape: &[usize]| -> Vec<(usize, usize)> { shape.iter().map(|&s| (0, s)).collect() };
     // Attention's head split and merge, small and large (rows of d = 64 in unit stride).
@@ -91,17 +90,7 @@ fn element_wise_ops_write_every_element_on_every_path() {
     for n in [1_000, LARGE] {
         let (a, b) = (noise(n, 1), noise(n, 2));
         let pos: Vec<f32> = a.iter().map(|x| x.abs() + 0.5).collect();
-        let same = |got: Vec<f32>, want: Vec<f32>, what: &str| {
-            assert_eq!(got.len(), want.len(), "{what} (n = {n})");
-            let wrong = got.iter().zip(&want).position(|(g, w)| g.to_bits() != w.to_bits());
-            assert!(
-                wrong.is_none(),
-                "{what} (n = {n}): element {} is {} (want {})",
-                wrong.unwrap(),
-                got[wrong.unwrap()],
-                want[wrong.unwrap()]
-            );
-        };
+        let same = |got: Vec<f32>, want: Vec<f32>, what: &str| assert_same(&got, &want, &format!("{what} (n = {n})"));
         let ta = tensor(a.clone(), [n]);
         let tb = tensor(b.clone(), [n]);
         let add: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
