@@ -3,7 +3,8 @@
 //! scores must get probability exactly 0, NaN must stay NaN, and the values must stay within a
 //! few ulp of the exact ones over the whole f32 range the model meets); and the f32 matmul of
 //! at most 8 rows (a decode step's linear layers and attention), whose rows must not depend on
-//! one another and whose sums over the weights' rows run in one fixed order on every ISA.
+//! one another and whose sums over the weights' rows run in one fixed order on every ISA; and
+//! the large two-matrix products of an update's linear layers, in each layout they meet.
 
 use arl_qwen3::cpu;
 use burn::Dispatch;
@@ -287,6 +288,66 @@ fn the_tied_heads_product_matches_f64_and_a_sequences_column_is_its_own() {
                 let column: Vec<f32> = (0..vocab).map(|v| got[v * m + j]).collect();
                 assert_eq!(column, alone, "vocab {vocab}, k {k}: sequence {j} of {m}");
             }
+        }
+    }
+}
+
+/// Products with every side ≥ 64 (`gemm`'s, with its packing) in the layouts of an update's
+/// linear layers — `x · W`, `∂y · Wᵀ` (a transposed right side), `xᵀ · ∂y` (a transposed left
+/// side) — and both transposed, strided rows, sizes that are no multiple of any kernel's tile,
+/// against f64; from several threads at once, as parallel tests and trainers call them.
+#[test]
+fn large_matmuls_match_an_f64_reference_in_every_layout_from_several_threads() {
+    let shapes = [(64, 64, 64), (100, 70, 130), (301, 577, 97), (65, 200, 1000), (1030, 96, 65)];
+    let check = |t: usize| {
+        for (s, &(m, k, n)) in shapes.iter().enumerate() {
+            let (x, w) = (noise(m * k, s + t), noise(k * n, 3 * s + t + 1));
+            let (want, scale) = reference(&x, &w, m, k, n);
+            let (xt, wt) = (transposed(&x, m, k), transposed(&w, k, n));
+            let cases = [
+                ("plain", values(tensor(x.clone(), [m, k]).matmul(tensor(w.clone(), [k, n])))),
+                ("transposed right side", values(tensor(x.clone(), [m, k]).matmul(tensor(wt.clone(), [n, k]).transpose()))),
+                ("transposed left side", values(tensor(xt.clone(), [k, m]).transpose().matmul(tensor(w.clone(), [k, n])))),
+                ("both transposed", values(tensor(xt.clone(), [k, m]).transpose().matmul(tensor(wt.clone(), [n, k]).transpose()))),
+                (
+                    "strided rows",
+                    values({
+                        let wide: Vec<f32> = (0..m).flat_map(|i| [&x[i * k..(i + 1) * k], &[9.0f32; 3][..]].concat()).collect();
+                        tensor(wide, [m, k + 3]).slice([0..m, 0..k]).matmul(tensor(w.clone(), [k, n]))
+                    }),
+                ),
+            ];
+            for (name, got) in cases {
+                assert_eq!(got.len(), m * n, "{name}");
+                for e in 0..m * n {
+                    let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * scale[e] + 1e-30;
+                    assert!(
+                        (got[e] as f64 - want[e]).abs() <= bound,
+                        "{name}, m {m}, k {k}, n {n}, element {e}: {} vs {} (bound {bound:e})",
+                        got[e],
+                        want[e]
+                    );
+                }
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for t in 1..4 {
+            scope.spawn(move || check(t));
+        }
+        check(0);
+    });
+}
+
+#[test]
+fn a_nan_in_a_large_product_reaches_its_row_and_column_only() {
+    let (m, k, n) = (96, 80, 72);
+    let mut x = noise(m * k, 5);
+    x[7 * k + 3] = f32::NAN;
+    let got = values(tensor(x, [m, k]).matmul(tensor(noise(k * n, 6), [k, n])));
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(got[i * n + j].is_nan(), i == 7, "element ({i}, {j}): {}", got[i * n + j]);
         }
     }
 }
