@@ -115,6 +115,13 @@ fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, V
     (out, scale)
 }
 
+/// `x` (`[m, k]`) as a view whose rows are strided: the first `k` columns of an `[m, k + 3]`
+/// matrix.
+fn strided_rows(x: &[f32], m: usize, k: usize) -> Tensor<Dispatch, 2> {
+    let wide: Vec<f32> = (0..m).flat_map(|i| [&x[i * k..(i + 1) * k], &[9.0f32; 3][..]].concat()).collect();
+    tensor(wide, [m, k + 3]).slice([0..m, 0..k])
+}
+
 /// Shapes of the small-row matmul: every remainder of the 16-lane and four-row loops, one
 /// wider than a 4096-column panel, and 9 rows (gemm, for comparison).
 const SHAPES: [(usize, usize); 7] = [(1, 1), (3, 17), (4, 16), (64, 5), (577, 33), (576, 300), (7, 4100)];
@@ -136,13 +143,7 @@ fn small_row_matmuls_match_an_f64_reference_in_every_layout() {
                     values(tensor(x.repeat(6), [2, 3, m, k]).matmul(tensor(w.repeat(6), [2, 3, k, n])).slice([0..1, 2..3, 0..m, 0..n])),
                 ),
                 // Rows of the left side strided (a column slice of a wider matrix).
-                (
-                    "strided rows",
-                    values({
-                        let wide: Vec<f32> = (0..m).flat_map(|i| [&x[i * k..(i + 1) * k], &[9.0f32; 3][..]].concat()).collect();
-                        tensor(wide, [m, k + 3]).slice([0..m, 0..k]).matmul(tensor(w.clone(), [k, n]))
-                    }),
-                ),
+                ("strided rows", values(strided_rows(&x, m, k).matmul(tensor(w.clone(), [k, n])))),
             ];
             for (name, got) in cases {
                 assert_eq!(got.len(), m * n, "{name}");
@@ -309,13 +310,7 @@ fn large_matmuls_match_an_f64_reference_in_every_layout_from_several_threads() {
                 ("transposed right side", values(tensor(x.clone(), [m, k]).matmul(tensor(wt.clone(), [n, k]).transpose()))),
                 ("transposed left side", values(tensor(xt.clone(), [k, m]).transpose().matmul(tensor(w.clone(), [k, n])))),
                 ("both transposed", values(tensor(xt.clone(), [k, m]).transpose().matmul(tensor(wt.clone(), [n, k]).transpose()))),
-                (
-                    "strided rows",
-                    values({
-                        let wide: Vec<f32> = (0..m).flat_map(|i| [&x[i * k..(i + 1) * k], &[9.0f32; 3][..]].concat()).collect();
-                        tensor(wide, [m, k + 3]).slice([0..m, 0..k]).matmul(tensor(w.clone(), [k, n]))
-                    }),
-                ),
+                ("strided rows", values(strided_rows(&x, m, k).matmul(tensor(w.clone(), [k, n])))),
             ];
             for (name, got) in cases {
                 assert_eq!(got.len(), m * n, "{name}");
@@ -340,7 +335,7 @@ fn large_matmuls_match_an_f64_reference_in_every_layout_from_several_threads() {
 }
 
 #[test]
-fn a_nan_in_a_large_product_reaches_its_row_and_column_only() {
+fn a_nan_in_a_large_products_left_side_reaches_its_row_only() {
     let (m, k, n) = (96, 80, 72);
     let mut x = noise(m * k, 5);
     x[7 * k + 3] = f32::NAN;
