@@ -115,6 +115,21 @@ fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> (Vec<f64>, V
     (out, scale)
 }
 
+/// `got` (`[m, n]`) against [`reference`]'s f64 product: a k-term f32 sum lies within
+/// k·ε·Σ|x·w| of the exact value.
+fn assert_near_reference(name: &str, got: &[f32], want: &[f64], scale: &[f64], (m, k, n): (usize, usize, usize)) {
+    assert_eq!(got.len(), m * n, "{name}");
+    for e in 0..m * n {
+        let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * scale[e] + 1e-30;
+        assert!(
+            (got[e] as f64 - want[e]).abs() <= bound,
+            "{name}, m {m}, k {k}, n {n}, element {e}: {} vs {} (bound {bound:e})",
+            got[e],
+            want[e]
+        );
+    }
+}
+
 /// `x` (`[m, k]`) as a view whose rows are strided: the first `k` columns of an `[m, k + 3]`
 /// matrix.
 fn strided_rows(x: &[f32], m: usize, k: usize) -> Tensor<Dispatch, 2> {
@@ -146,17 +161,7 @@ fn small_row_matmuls_match_an_f64_reference_in_every_layout() {
                 ("strided rows", values(strided_rows(&x, m, k).matmul(tensor(w.clone(), [k, n])))),
             ];
             for (name, got) in cases {
-                assert_eq!(got.len(), m * n, "{name}");
-                for e in 0..m * n {
-                    // A k-term f32 sum: within k·ε·Σ|x·w| of the exact value.
-                    let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * scale[e] + 1e-30;
-                    assert!(
-                        (got[e] as f64 - want[e]).abs() <= bound,
-                        "{name}, m {m}, k {k}, n {n}, element {e}: {} vs {} (bound {bound:e})",
-                        got[e],
-                        want[e]
-                    );
-                }
+                assert_near_reference(name, &got, &want, &scale, (m, k, n));
             }
         }
     }
@@ -277,10 +282,7 @@ fn the_tied_heads_product_matches_f64_and_a_sequences_column_is_its_own() {
             let got = values(tensor(e.clone(), [vocab, k]).matmul(tensor(h.clone(), [m, k]).transpose()));
             let ht = transposed(&h, m, k);
             let (want, scale) = reference(&e, &ht, vocab, k, m);
-            for (i, ((g, w), s)) in got.iter().zip(&want).zip(&scale).enumerate() {
-                let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * s + 1e-30;
-                assert!((*g as f64 - w).abs() <= bound, "vocab {vocab}, k {k}, m {m}, element {i}: {g} vs {w}");
-            }
+            assert_near_reference("tied head", &got, &want, &scale, (vocab, k, m));
             if m > 8 {
                 continue;
             }
@@ -313,16 +315,7 @@ fn large_matmuls_match_an_f64_reference_in_every_layout_from_several_threads() {
                 ("strided rows", values(strided_rows(&x, m, k).matmul(tensor(w.clone(), [k, n])))),
             ];
             for (name, got) in cases {
-                assert_eq!(got.len(), m * n, "{name}");
-                for e in 0..m * n {
-                    let bound = (k as f64 + 1.0) * f32::EPSILON as f64 * scale[e] + 1e-30;
-                    assert!(
-                        (got[e] as f64 - want[e]).abs() <= bound,
-                        "{name}, m {m}, k {k}, n {n}, element {e}: {} vs {} (bound {bound:e})",
-                        got[e],
-                        want[e]
-                    );
-                }
+                assert_near_reference(name, &got, &want, &scale, (m, k, n));
             }
         }
     };
