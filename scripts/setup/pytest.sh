@@ -45,6 +45,8 @@ sandbox_python=/usr/bin/python3
 "$sandbox_python" -m compileall -q -j 1 "$tmp/site-packages" >/dev/null
 chmod -R a+rX,a-w "$tmp/site-packages"
 if [ -d "$DIR/site-packages" ]; then chmod -R u+w "$DIR/site-packages"; rm -rf "$DIR/site-packages"; fi
+# The wasm sandbox's bytecode of the old install (it makes a new one on first use).
+rm -rf "$DIR"/wasm-pyc-*
 mkdir -p "$DIR"
 mv "$tmp/site-packages" "$DIR/site-packages"
 echo "$PINS" >"$DIR/stamp"

@@ -47,10 +47,14 @@ pub fn load_module(engine: &Engine, wasm_path: &Path, wasm: &[u8]) -> Result<Mod
     Ok(module)
 }
 
+/// The first 8 bytes of the interpreter's sha256, in hex: what names its caches.
+pub fn wasm_hash(wasm: &[u8]) -> String {
+    Sha256::digest(wasm).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// `<dir>/python-<wasm sha256 prefix>-wasmtime-48.0.8-<engine hash>.cwasm`.
 fn cache_path(engine: &Engine, wasm_path: &Path, wasm: &[u8]) -> PathBuf {
-    let digest = Sha256::digest(wasm);
-    let wasm_hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let wasm_hash = wasm_hash(wasm);
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let dir = wasm_path.parent().unwrap_or(Path::new("."));

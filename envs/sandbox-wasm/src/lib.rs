@@ -4,10 +4,10 @@
 //! Per job: a fresh temporary directory holding copies of the job's files (deleted
 //! afterwards), preopened read-write as the guest's `/` — the only writable host directory the
 //! guest can name (the standard library is embedded in `python.wasm`); where
-//! `scripts/setup/pytest.sh` installed real pytest, its `site-packages` is also preopened,
-//! read-only, at `/opt/arl/site-packages` (`Sandbox::python_packages`; nothing else is);
-//! `python -I -S -B <entry>` with an environment of only `PATH`, `HOME` (`/`) and
-//! `LANG`; no sockets (WASI preview 1 cannot open one; wasmtime-wasi's network is left
+//! `scripts/setup/pytest.sh` installed real pytest, its `site-packages` (a copy compiled once
+//! for this interpreter, `bytecode`) is also preopened, read-only, at `/opt/arl/site-packages`
+//! (`Sandbox::python_packages`; nothing else is); `python -I -S -B <entry>` with an
+//! environment of only `PATH`, `HOME` (`/`) and `LANG`; no sockets (WASI preview 1 cannot open one; wasmtime-wasi's network is left
 //! denied); no processes (WASI has no fork, exec or signals). The same [`Limits`] as `rlimit`:
 //! linear memory through a [`wasmtime::ResourceLimiter`] (`memory_bytes`); the wall clock
 //! (`wall_timeout`) by dropping the running call, which also ends a guest blocked in a host
@@ -36,6 +36,7 @@
 //! `arl` by `arl-plugins`' default-on cargo feature `wasm`; this crate has no features.
 
 mod assets;
+mod bytecode;
 mod capture;
 mod hostcalls;
 mod jobdir;

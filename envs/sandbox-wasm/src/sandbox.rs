@@ -1,7 +1,7 @@
 //! [`WasmSandbox`]: one engine and compiled interpreter per process, one store per job.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,8 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use crate::assets::{default_python_wasm, load_module, read_wasm};
+use crate::assets::{default_python_wasm, load_module, read_wasm, wasm_hash};
+use crate::bytecode;
 use crate::capture::CappedPipe;
 use crate::jobdir::JobDir;
 use crate::watch::{Stop, Watch};
@@ -50,6 +51,8 @@ pub struct Guest {
 struct Runtime {
     engine: Engine,
     pre: InstancePre<Guest>,
+    /// The interpreter's [`wasm_hash`].
+    wasm_hash: String,
 }
 
 /// How often the engine's epoch advances: the granularity of the CPU and file-size checks
@@ -61,11 +64,14 @@ pub struct WasmSandbox {
     settings: WasmSettings,
     runtime: Arc<Runtime>,
     python_wasm: PathBuf,
+    /// The copy of the packages compiled for this interpreter ([`bytecode`]) that jobs see
+    /// instead of `settings.site_packages`, when it could be made.
+    pub(crate) compiled_packages: Option<PathBuf>,
 }
 
 impl WasmSandbox {
-    /// Load (or compile, the first time: ≈13 s on 2 cores) the interpreter, and check that
-    /// job directories can be made.
+    /// Load (or compile, the first time: ≈13 s on 2 cores) the interpreter, check that job
+    /// directories can be made, and find (or make, the first time) pytest's bytecode.
     pub fn new(settings: WasmSettings) -> Result<Self, SandboxError> {
         let python_wasm = settings.python_wasm.clone().unwrap_or_else(default_python_wasm);
         drop(JobDir::create(&Job::python("probe.py", Vec::new())).map_err(|e| {
@@ -79,16 +85,28 @@ impl WasmSandbox {
             ))
         })?);
         let runtime = runtime(&python_wasm)?;
-        Ok(Self { settings, runtime, python_wasm })
+        let mut sandbox = Self { settings, runtime, python_wasm, compiled_packages: None };
+        if let Some(packages) = &sandbox.settings.site_packages {
+            let dir = bytecode::dir_for(packages, &sandbox.runtime.wasm_hash);
+            sandbox.compiled_packages =
+                bytecode::ensure(&dir, packages, |job, copy| sandbox.execute(job, job.limits.clone(), Some((copy, FsPerms::ReadWrite))));
+        }
+        Ok(sandbox)
     }
 
     /// The interpreter file jobs run.
-    pub fn python_wasm(&self) -> &std::path::Path {
+    pub fn python_wasm(&self) -> &Path {
         &self.python_wasm
+    }
+
+    /// The packages jobs see at [`PYTEST_AT`]: their copy compiled for this interpreter, else
+    /// the original (`None`: no packages).
+    pub fn packages(&self) -> Option<&Path> {
+        self.compiled_packages.as_deref().or(self.settings.site_packages.as_deref())
     }
 }
 
-fn runtime(python_wasm: &std::path::Path) -> Result<Arc<Runtime>, SandboxError> {
+fn runtime(python_wasm: &Path) -> Result<Arc<Runtime>, SandboxError> {
     static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Arc<Runtime>>>> = OnceLock::new();
     let mut runtimes = RUNTIMES.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
     if let Some(runtime) = runtimes.get(python_wasm) {
@@ -108,7 +126,7 @@ fn runtime(python_wasm: &std::path::Path) -> Result<Arc<Runtime>, SandboxError> 
     crate::hostcalls::add(&mut linker).map_err(|e| setup("wrapping WASI calls", e))?;
     let pre = linker.instantiate_pre(&module).map_err(|e| setup(&format!("linking {}", python_wasm.display()), e))?;
     start_ticker(&engine);
-    let runtime = Arc::new(Runtime { engine, pre });
+    let runtime = Arc::new(Runtime { engine, pre, wasm_hash: wasm_hash(&wasm) });
     runtimes.insert(python_wasm.to_path_buf(), runtime.clone());
     Ok(runtime)
 }
@@ -138,7 +156,14 @@ impl Sandbox for WasmSandbox {
     }
 
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError> {
-        let limits = clamp(&job.limits, &self.settings.limits);
+        let packages = self.packages().map(|p| (p, FsPerms::ReadOnly));
+        self.execute(job, clamp(&job.limits, &self.settings.limits), packages)
+    }
+}
+
+impl WasmSandbox {
+    /// Run `job` under `limits` (already clamped), with `packages` preopened at [`PYTEST_AT`].
+    fn execute(&self, job: &Job, limits: Limits, packages: Option<(&Path, FsPerms)>) -> Result<JobOutcome, SandboxError> {
         let dir = JobDir::create(job)?;
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
@@ -152,8 +177,8 @@ impl Sandbox for WasmSandbox {
         }
         wasi.preopened_dir(&dir.0, "/", FsPerms::ReadWrite)
             .map_err(|e| SandboxError::Setup(format!("preopening {}: {e}", dir.0.display())))?;
-        if let Some(packages) = &self.settings.site_packages {
-            wasi.preopened_dir(packages, PYTEST_AT, FsPerms::ReadOnly)
+        if let Some((packages, perms)) = packages {
+            wasi.preopened_dir(packages, PYTEST_AT, perms)
                 .map_err(|e| SandboxError::Setup(format!("preopening {}: {e}", packages.display())))?;
         }
 

@@ -135,14 +135,19 @@ fn the_job_sees_only_its_own_directory_as_root() {
 }
 
 /// With pytest preopened (`WasmSettings::site_packages`, as `from_config` sets it where
-/// `scripts/setup/pytest.sh` ran): the packages are importable and read-only, and lead nowhere.
+/// `scripts/setup/pytest.sh` ran): the packages jobs see — their copy compiled for this
+/// interpreter (`crate::bytecode`) — are importable, sources and bytecode read-only, and lead
+/// nowhere; the original is untouched too.
 #[test]
-fn attack_the_preopened_site_packages_are_read_only() {
+fn attack_the_preopened_site_packages_and_their_bytecode_are_read_only() {
     let packages = arl_core::pytest_dir().expect("no pytest in ~/.cache/arl/assets/pytest; run scripts/setup/pytest.sh");
     let limits = Limits { cpu_seconds: 20, wall_timeout: Duration::from_secs(60), ..Limits::default() };
     let settings = WasmSettings { site_packages: Some(packages.clone()), limits: limits.clone(), ..WasmSettings::default() };
     let sandbox = WasmSandbox::new(settings).unwrap();
     assert_eq!(sandbox.python_packages(), Some(arl_core::PYTEST_AT));
+    let seen = sandbox.packages().expect("packages").to_path_buf();
+    assert_ne!(seen, packages, "jobs see the compiled copy");
+    let pyc = seen.join("pytest/__pycache__/__init__.cpython-312.pyc");
     let code = r#"
 import os, sys
 sp = "/opt/arl/site-packages"
@@ -150,39 +155,95 @@ sys.path.insert(0, sp)
 import pytest
 print("import", pytest.__version__)
 print(sorted(os.listdir("/")))
-for what, act in [
-    ("create", lambda: open(sp + "/evil.py", "w").write("x")),
-    ("overwrite", lambda: open(sp + "/pytest/__init__.py", "w").write("x")),
-    ("append", lambda: open(sp + "/pytest/__init__.py", "a").write("x")),
-    ("mkdir", lambda: os.mkdir(sp + "/d")),
-    ("remove", lambda: os.remove(sp + "/pytest/__init__.py")),
-    ("rename", lambda: os.rename(sp + "/pytest/__init__.py", "/stolen.py")),
-]:
+for where, file in [("packages", sp + "/pytest/__init__.py"), ("bytecode", pytest.__spec__.cached)]:
+    top = os.path.dirname(file)
+    for what, act in [
+        ("create", lambda: open(top + "/evil.py", "w").write("x")),
+        ("overwrite", lambda: open(file, "w").write("x")),
+        ("append", lambda: open(file, "a").write("x")),
+        ("mkdir", lambda: os.mkdir(top + "/d")),
+        ("remove", lambda: os.remove(file)),
+        ("rename", lambda: os.rename(file, "/stolen.py")),
+    ]:
+        try:
+            act()
+            print(where, what, "done")
+        except OSError as e:
+            print(where, what, "refused")
+for top in [sp, os.path.dirname(pytest.__spec__.cached)]:
     try:
-        act()
-        print(what, "done")
-    except OSError as e:
-        print(what, "refused")
-try:
-    print("escape", sorted(os.listdir(sp + "/../../..")))
-except OSError:
-    print("escape refused")
+        print("escape", sorted(os.listdir(top + "/../../../..")))
+    except OSError:
+        print("escape refused")
 "#;
     let job = Job { files: vec![JobFile { path: "main.py".into(), contents: code.into() }], ..Job::python("main.py", Vec::new()) };
-    let before = std::fs::read(packages.join("pytest/__init__.py")).unwrap();
+    let sources = |d: &Path| std::fs::read(d.join("pytest/__init__.py")).unwrap();
+    let before = (sources(&packages), sources(&seen), std::fs::read(&pyc).unwrap());
     let out = sandbox.run(&Job { limits, ..job }).unwrap();
     assert_nothing_outlived();
     let got: Vec<&str> = out.stdout.lines().collect();
     assert!(got.first().is_some_and(|l| l.starts_with("import 9.")), "{out:?}");
     assert_eq!(got.get(1).copied(), Some("['main.py']"), "{out:?}");
-    for what in ["create", "overwrite", "append", "mkdir", "remove", "rename"] {
-        assert!(got.contains(&format!("{what} refused").as_str()), "{what}: {out:?}");
+    for where_ in ["packages", "bytecode"] {
+        for what in ["create", "overwrite", "append", "mkdir", "remove", "rename"] {
+            assert!(got.contains(&format!("{where_} {what} refused").as_str()), "{where_} {what}: {out:?}");
+        }
     }
-    // `..` above the packages is the job's own root at most.
-    let escape = got.iter().find(|l| l.starts_with("escape")).copied().unwrap_or_default();
-    assert!(escape == "escape refused" || escape == "escape ['main.py']", "{out:?}");
-    assert_eq!(std::fs::read(packages.join("pytest/__init__.py")).unwrap(), before);
-    assert!(!packages.join("evil.py").exists() && !packages.join("d").exists());
+    // `..` above the packages or the bytecode is the job's own root at most.
+    let escapes: Vec<&str> = got.iter().filter(|l| l.starts_with("escape")).copied().collect();
+    assert_eq!(escapes.len(), 2, "{out:?}");
+    assert!(escapes.iter().all(|e| *e == "escape refused" || *e == "escape ['main.py']"), "{out:?}");
+    assert_eq!((sources(&packages), sources(&seen), std::fs::read(&pyc).unwrap()), before);
+    for top in [packages.join("pytest"), seen.join("pytest"), pyc.parent().unwrap().to_path_buf()] {
+        assert!(!top.join("evil.py").exists() && !top.join("d").exists(), "{}", top.display());
+    }
+}
+
+/// Pytest's modules load from the compiled copy's bytecode: none is compiled from source in a
+/// job, where a sandbox on the original packages compiles them all. A job's own module in `/`
+/// imports as before.
+#[test]
+fn pytest_loads_from_the_bytecode_directory_without_compiling_its_sources() {
+    let packages = arl_core::pytest_dir().expect("no pytest in ~/.cache/arl/assets/pytest; run scripts/setup/pytest.sh");
+    let limits = Limits { cpu_seconds: 20, wall_timeout: Duration::from_secs(60), ..Limits::default() };
+    let code = r#"
+import os, sys
+import importlib._bootstrap_external as external
+compiled = []
+source_to_code = external.SourceLoader.source_to_code
+def spy(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return source_to_code(self, data, path, *args, **kwargs)
+external.SourceLoader.source_to_code = spy
+sys.path.insert(0, "/opt/arl/site-packages")
+import pytest
+sys.path.insert(0, os.getcwd())  # as the grading runner does
+import helper
+assert helper.VALUE == 7
+loaded = {f for m in list(sys.modules.values()) if (f := getattr(m, "__file__", None) or "").startswith("/opt/arl/site-packages/")}
+print(len(loaded), len(loaded & set(compiled)))
+"#;
+    let files = vec![
+        JobFile { path: "main.py".into(), contents: code.into() },
+        JobFile { path: "helper.py".into(), contents: "VALUE = 7\n".into() },
+    ];
+    let job = Job { files, limits: limits.clone(), ..Job::python("main.py", Vec::new()) };
+    let counts = |sandbox: &WasmSandbox| {
+        let out = sandbox.run(&job).unwrap();
+        let got: Vec<usize> = out.stdout.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        assert_eq!(got.len(), 2, "{out:?}");
+        (got[0], got[1])
+    };
+    let cached =
+        WasmSandbox::new(WasmSettings { site_packages: Some(packages.clone()), limits: limits.clone(), ..WasmSettings::default() })
+            .unwrap();
+    assert!(cached.compiled_packages.is_some());
+    let (loaded, compiled) = counts(&cached);
+    assert!(loaded > 20, "pytest and its dependencies are imported from the packages: {loaded} files");
+    assert_eq!(compiled, 0, "{compiled} of {loaded} files compiled from source");
+    let mut uncached = WasmSandbox::new(WasmSettings { site_packages: Some(packages), limits, ..WasmSettings::default() }).unwrap();
+    uncached.compiled_packages = None;
+    assert_eq!(counts(&uncached), (loaded, loaded), "without the directory every module is compiled");
 }
 
 #[test]
