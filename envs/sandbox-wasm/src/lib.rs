@@ -7,8 +7,8 @@
 //! `scripts/setup/pytest.sh` installed real pytest, its `site-packages` (a copy compiled once
 //! for this interpreter, `bytecode`) is also preopened, read-only, at `/opt/arl/site-packages`
 //! (`Sandbox::python_packages`; nothing else is); `python -I -S -B <entry>` with an
-//! environment of only `PATH`, `HOME` (`/`) and `LANG`; no sockets (WASI preview 1 cannot open one; wasmtime-wasi's network is left
-//! denied); no processes (WASI has no fork, exec or signals). The same [`Limits`] as `rlimit`:
+//! environment of only `PATH`, `HOME` (`/`) and `LANG`; no sockets (WASI preview 1 cannot
+//! open one; wasmtime-wasi's network is left denied); no processes (WASI has no fork, exec or signals). The same [`Limits`] as `rlimit`:
 //! linear memory through a [`wasmtime::ResourceLimiter`] (`memory_bytes`); the wall clock
 //! (`wall_timeout`) by dropping the running call, which also ends a guest blocked in a host
 //! call such as `time.sleep`; CPU (`cpu_seconds`) by epoch interruption every 10 ms, which

@@ -203,7 +203,7 @@ for top in [sp, os.path.dirname(pytest.__spec__.cached)]:
 /// job, where a sandbox on the original packages compiles them all. A job's own module in `/`
 /// imports as before.
 #[test]
-fn pytest_loads_from_the_bytecode_directory_without_compiling_its_sources() {
+fn pytest_loads_from_the_compiled_copy_without_compiling_its_sources() {
     let packages = arl_core::pytest_dir().expect("no pytest in ~/.cache/arl/assets/pytest; run scripts/setup/pytest.sh");
     let limits = Limits { cpu_seconds: 20, wall_timeout: Duration::from_secs(60), ..Limits::default() };
     let code = r#"
@@ -243,7 +243,7 @@ print(len(loaded), len(loaded & set(compiled)))
     assert_eq!(compiled, 0, "{compiled} of {loaded} files compiled from source");
     let mut uncached = WasmSandbox::new(WasmSettings { site_packages: Some(packages), limits, ..WasmSettings::default() }).unwrap();
     uncached.compiled_packages = None;
-    assert_eq!(counts(&uncached), (loaded, loaded), "without the directory every module is compiled");
+    assert_eq!(counts(&uncached), (loaded, loaded), "on the original packages every file is compiled");
 }
 
 #[test]
