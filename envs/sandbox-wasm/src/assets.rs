@@ -24,9 +24,10 @@ pub fn read_wasm(path: &Path) -> Result<Vec<u8>, SandboxError> {
 }
 
 /// The compiled module: from the cache beside `wasm_path` when one fits this engine,
-/// else compiled (slow: Cranelift over ~26 MB) and written to the cache.
-pub fn load_module(engine: &Engine, wasm_path: &Path, wasm: &[u8]) -> Result<Module, SandboxError> {
-    let cache = cache_path(engine, wasm_path, wasm);
+/// else compiled (slow: Cranelift over ~26 MB) and written to the cache. `hash` is the
+/// interpreter's [`wasm_hash`].
+pub fn load_module(engine: &Engine, wasm_path: &Path, wasm: &[u8], hash: &str) -> Result<Module, SandboxError> {
+    let cache = cache_path(engine, wasm_path, hash);
     if cache.is_file() {
         // SAFETY: the file was written by `Module::serialize` of an engine with the same
         // compatibility hash (it is in the name), in a directory only this user writes;
@@ -53,8 +54,7 @@ pub fn wasm_hash(wasm: &[u8]) -> String {
 }
 
 /// `<dir>/python-<wasm sha256 prefix>-wasmtime-48.0.8-<engine hash>.cwasm`.
-fn cache_path(engine: &Engine, wasm_path: &Path, wasm: &[u8]) -> PathBuf {
-    let wasm_hash = wasm_hash(wasm);
+fn cache_path(engine: &Engine, wasm_path: &Path, wasm_hash: &str) -> PathBuf {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let dir = wasm_path.parent().unwrap_or(Path::new("."));

@@ -120,13 +120,14 @@ fn runtime(python_wasm: &Path) -> Result<Arc<Runtime>, SandboxError> {
     config.max_wasm_stack(8 << 20);
     config.async_stack_size(9 << 20);
     let engine = Engine::new(&config).map_err(|e| setup("wasmtime engine", e))?;
-    let module = load_module(&engine, python_wasm, &wasm)?;
+    let hash = wasm_hash(&wasm);
+    let module = load_module(&engine, python_wasm, &wasm, &hash)?;
     let mut linker: Linker<Guest> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi).map_err(|e| setup("linking WASI", e))?;
     crate::hostcalls::add(&mut linker).map_err(|e| setup("wrapping WASI calls", e))?;
     let pre = linker.instantiate_pre(&module).map_err(|e| setup(&format!("linking {}", python_wasm.display()), e))?;
     start_ticker(&engine);
-    let runtime = Arc::new(Runtime { engine, pre, wasm_hash: wasm_hash(&wasm) });
+    let runtime = Arc::new(Runtime { engine, pre, wasm_hash: hash });
     runtimes.insert(python_wasm.to_path_buf(), runtime.clone());
     Ok(runtime)
 }
