@@ -121,13 +121,6 @@ mod tests {
     use super::*;
     use arl_core::JobOutcome;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("arl-bytecode-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     fn entries(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
             std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -135,8 +128,10 @@ mod tests {
         names
     }
 
-    /// A read-only `site-packages` with a package, its host bytecode and a top-level module.
-    fn packages(root: &Path) -> PathBuf {
+    /// A scratch root holding a read-only `site-packages` (a package, its host bytecode and a
+    /// top-level module), and where its compiled copy goes: `(root, site-packages, dir)`.
+    fn fixture(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+        let root = crate::scratch_dir(&format!("bytecode-{name}"));
         let sp = root.join("site-packages");
         std::fs::create_dir_all(sp.join("pkg/__pycache__")).unwrap();
         std::fs::write(sp.join("pkg/__init__.py"), "x = 1\n").unwrap();
@@ -147,14 +142,13 @@ mod tests {
             perms.set_readonly(true);
             std::fs::set_permissions(&p, perms).unwrap();
         }
-        sp
+        let dir = root.join("wasm-pyc-x");
+        (root, sp, dir)
     }
 
     #[test]
     fn a_compiled_copy_is_made_once_and_then_reused() {
-        let root = scratch("once");
-        let sp = packages(&root);
-        let dir = root.join("wasm-pyc-x");
+        let (root, sp, dir) = fixture("once");
         let made = ensure(&dir, &sp, |job, copy| {
             assert_eq!((job.entry.as_str(), job.args.as_slice()), ("compile.py", &[PYTEST_AT.to_string()][..]));
             assert_eq!(entries(copy), ["mod.py", "pkg"]);
@@ -174,9 +168,7 @@ mod tests {
 
     #[test]
     fn a_failed_compile_or_copy_leaves_nothing_and_jobs_go_without() {
-        let root = scratch("failed");
-        let sp = packages(&root);
-        let dir = root.join("wasm-pyc-x");
+        let (root, sp, dir) = fixture("failed");
         for outcome in [
             Ok(JobOutcome { exit_code: Some(1), stderr: "SyntaxError".into(), ..JobOutcome::default() }),
             Ok(JobOutcome { timed_out: true, signal: Some(9), ..JobOutcome::default() }),
@@ -197,9 +189,7 @@ mod tests {
 
     #[test]
     fn another_process_finishing_first_is_used() {
-        let root = scratch("race");
-        let sp = packages(&root);
-        let dir = root.join("wasm-pyc-x");
+        let (root, sp, dir) = fixture("race");
         let made = ensure(&dir, &sp, |_, copy| {
             // The other process renames its finished directory into place while this one compiles.
             std::fs::create_dir_all(dir.join("site-packages")).unwrap();

@@ -71,3 +71,12 @@ fn build(config: &SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError> {
 
 #[cfg(test)]
 mod attacks;
+
+/// A fresh, empty directory for one unit test (`arl-wasm-test-<name>-<pid>` in the temp dir).
+#[cfg(test)]
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("arl-wasm-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

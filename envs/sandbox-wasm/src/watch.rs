@@ -279,20 +279,13 @@ fn thread_cpu_ns() -> u64 {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("arl-watch-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     fn watch(dir: &Path) -> Watch {
         Watch::new(&Limits { file_size_bytes: 1000, ..Limits::default() }, dir, 0).unwrap()
     }
 
     #[test]
     fn a_path_longer_than_path_max_is_measured_all_the_same() {
-        let d = scratch("long");
+        let d = crate::scratch_dir("watch-long");
         // 40 levels of 200-byte names: far beyond PATH_MAX (4096) as an absolute path.
         let mut p = d.clone();
         for i in 0..40 {
@@ -312,7 +305,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_directory_stops_the_job_instead_of_being_skipped() {
-        let d = scratch("unreadable");
+        let d = crate::scratch_dir("watch-unreadable");
         std::fs::create_dir(d.join("locked")).unwrap();
         std::fs::write(d.join("locked/big"), vec![b'x'; 5000]).unwrap();
         std::fs::set_permissions(d.join("locked"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
@@ -326,13 +319,13 @@ mod tests {
 
     #[test]
     fn too_many_entries_or_too_deep_a_tree_is_a_breach_and_repeat_walks_see_everything() {
-        let d = scratch("many");
+        let d = crate::scratch_dir("watch-many");
         for i in 0..(JOB_INODES + 1) {
             std::fs::write(d.join(format!("f{i}")), "").unwrap();
         }
         assert_eq!(watch(&d).check_files(), Err(Stop::TooManyFiles { limit: JOB_INODES }));
         std::fs::remove_dir_all(&d).unwrap();
-        let d = scratch("deep");
+        let d = crate::scratch_dir("watch-deep");
         let mut p = d.clone();
         for _ in 0..(MAX_DEPTH + 2) {
             p.push("d");
@@ -340,7 +333,7 @@ mod tests {
         std::fs::create_dir_all(&p).unwrap();
         assert!(matches!(watch(&d).check_files(), Err(Stop::Unwatchable(_))));
         std::fs::remove_dir_all(&d).unwrap();
-        let d = scratch("again");
+        let d = crate::scratch_dir("watch-again");
         let mut w = watch(&d);
         assert_eq!(w.check_files(), Ok(()));
         std::fs::write(d.join("late"), vec![b'x'; 2000]).unwrap();
