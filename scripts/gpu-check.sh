@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # GPU check for the CUDA backend, in two halves (the GPU machine reaches no registry).
 #
-#   scripts/gpu-check.sh build      # here: build `arl` and the integration tests with
-#                                   # --features cuda (CUDARC_CUDA_VERSION=13000, the GPU
-#                                   # machine's driver), strip them into dist/gpu/ (carried)
-#   scripts/gpu-check.sh run [DIR]  # there: CUDA-side tests, crosscheck cpu,cuda on every
-#                                   # fixture and on the qwen3-0.6b shape (random weights),
-#                                   # bench gen on cuda in f32 and bf16; JSON lines to DIR
-#                                   # (default results/gpu-check/)
+#   scripts/gpu-check.sh build      # here: release builds of `arl` and the integration tests
+#                                   # with --features cuda (CUDARC_CUDA_VERSION=13000, the GPU
+#                                   # machine's driver), stripped and gzipped into dist/gpu/ with
+#                                   # the assets a run needs (Qwen3 tokenizer, pytest): carry dist/gpu
+#   scripts/gpu-check.sh run [DIR]  # there: the stages below, each under its share of a time
+#                                   # budget (ARL_GPU_BUDGET_S, default 480 s), highest value first;
+#                                   # what each printed goes to DIR (default results/gpu-check/)
 #
-# Stripped dev builds measured (commit 84375b3): arl 52.0 MB (built without the default `wasm`
-# feature, not needed here), integration 69.3 MB (with it): above the device tool's 64 MiB carry,
-# so `build` gzips them (12.8 + 18.3 MB; carry `dist/gpu`) and `run` unpacks them. A cold
-# `build` took 33 min on 2 shared cores (its own target dir, ~/.cache/arl/target-cuda).
+# The stages (each one's output file in DIR):
+#   1. crosscheck cpu,cuda: two fixtures (f32 within 1e-4: f32, not tf32), the Qwen3-0.6B
+#      shape (random weights, 1e-3), a fixture in bf16                                   crosscheck.jsonl
+#   2. the peer benchmark (#17): arl cuda vs HF generate / PyTorch eager on cuda, the
+#      Qwen3-0.6B shape in bf16 (scripts/bench/peer.py, the machine's own torch)       peer.md
+#   3. `arl bench gen` on cuda in f32 and bf16, nvidia-smi's utilization while it runs  bench.jsonl
+#   4. the mission's command for two steps: `arl run --env tools --loss grpo --backend cuda`
+#      on the Qwen3-0.6B shape (random weights, so reward 0: it shows the path runs)    run-tools.txt
+#   5. libtorch's CUDA (`tch-cuda`, a second binary from scripts/tch-cuda-binary.sh build,
+#      carried as dist/tch-cuda/arl.xz) against cpu on two fixtures, and its `bench gen`
+#      `bench score` and `bench gen` in bf16 (a dev build: arl's own crates unoptimized),
+#      if that binary is there                                                          tch-cuda.jsonl
+#   6. the CUDA-side integration tests                                                  tests.txt
+# and log.txt: everything in order, with each stage's seconds. At most 8 files (the device
+# tool brings back 8).
 #
-# Without a GPU (no nvidia-smi), `run` is a dry run of the same steps with `cpu` standing in
-# for `cuda` and smaller sizes, so the script itself is tested here.
+# Without a GPU (no nvidia-smi), `run` is a dry run of the same stages with `cpu` standing in
+# for `cuda` and tiny sizes, so the script itself is tested here (stage 2 needs a Python with
+# torch and transformers in ARL_PEER_VENV, else it is skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=dist/gpu
@@ -23,58 +35,150 @@ case "${1:-run}" in
 build)
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target-cuda}"
     export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
-    cargo build --locked -p arl-cli --no-default-features --features cuda --bin arl
-    test_bin=$(cargo test --locked -p arl-tests --features cuda --no-run --message-format=json 2>/dev/null \
+    # One feature set for both (the tests link arl-cli with its default `wasm`), so the
+    # dependencies are compiled once. A cold build: ~45 min on 2 cores.
+    test_bin=$(cargo test --release --locked -p arl-tests --features cuda --no-run --message-format=json \
         | sed -n 's/.*"executable":"\([^"]*integration[^"]*\)".*/\1/p' | tail -1)
-    mkdir -p "$BIN"
-    cp "$CARGO_TARGET_DIR/debug/arl" "$BIN/arl"
+    cargo build --release --locked -p arl-cli --features cuda --bin arl
+    rm -rf "$BIN" && mkdir -p "$BIN"
+    cp "$CARGO_TARGET_DIR/release/arl" "$BIN/arl"
     cp "$test_bin" "$BIN/integration"
     strip "$BIN/arl" "$BIN/integration"
-    # Stripped they are 52 + 69 MB, over the 64 MiB carry; gzipped 13 + 18 MB. `run` unpacks.
-    gzip -f -6 "$BIN/arl" "$BIN/integration"
+    # Stripped 71 + 77 MB (release, cuda + wasm), over the 64 MiB carry; xz makes them 12 + 13 MB.
+    xz -T0 -6 -f "$BIN/arl" "$BIN/integration"
+    # The assets stages 4 and 6 read from ~/.cache/arl/assets (a fresh machine has none).
+    for setup in qwen3-tokenizer pytest; do bash "scripts/setup/$setup.sh" >&2; done
+    tar -C "$HOME/.cache/arl/assets" -czf "$BIN/assets.tar.gz" qwen3-tokenizer pytest
     ls -la "$BIN"
+    du -sh "$BIN"
     ;;
 run)
     out="${2:-results/gpu-check}"
     mkdir -p "$out"
-    for f in arl integration; do
-        if [ -f "$BIN/$f.gz" ] && [ ! -x "$BIN/$f" ]; then gzip -dc "$BIN/$f.gz" > "$BIN/$f" && chmod +x "$BIN/$f"; fi
-    done
+    # `unxz FILE`: FILE.xz unpacked beside it (Python's lzma where there is no xz).
+    unxz() {
+        [ -f "$1.xz" ] && [ ! -x "$1" ] || return 0
+        if command -v xz >/dev/null; then xz -dc "$1.xz" > "$1"; else
+            python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1.xz" "$1"
+        fi
+        chmod +x "$1"
+    }
+    unxz "$BIN/arl"
+    unxz "$BIN/integration"
+    unxz dist/tch-cuda/arl
+    if [ -f "$BIN/assets.tar.gz" ] && [ ! -d "$HOME/.cache/arl/assets/pytest" ]; then
+        mkdir -p "$HOME/.cache/arl/assets" && tar -C "$HOME/.cache/arl/assets" -xzf "$BIN/assets.tar.gz"
+    fi
     arl="$BIN/arl"
     [ -x "$arl" ] || arl="${ARL:-$(command -v arl || true)}"
     [ -x "$arl" ] || { echo "error: no $BIN/arl; run \`scripts/gpu-check.sh build\` first (or set ARL=path)" >&2; exit 1; }
+    exec > >(tee -a "$out/log.txt") 2>&1
+    budget="${ARL_GPU_BUDGET_S:-480}"
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-        gpu=cuda; samples=8; tokens=32; big_samples=4; big_tokens=32; dtypes="f32 bf16"
-        nvidia-smi -L | tee "$out/gpu.txt"
+        gpu=cuda; big=qwen3-0.6b; small="--samples 8 --max-new-tokens 32"
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     else
         echo "no GPU: dry run with cpu in place of cuda"
-        gpu=cpu; samples=2; tokens=4; big_samples=1; big_tokens=2; dtypes="f32 bf16"
+        gpu=cpu; big=tiny; small="--samples 2 --max-new-tokens 4"
     fi
-    log() { echo "== $*" >&2; }
-    if [ -x "$BIN/integration" ] && [ "$gpu" = cuda ]; then
-        log "CUDA-side tests"
+    left() { echo $((budget - SECONDS)); }
+    # `stage NAME CAP FN`: runs the function FN (below) in a shell of its own under
+    # min(CAP, what is left of the budget) seconds.
+    stage() {
+        local name=$1 cap=$2 fn=$3 t0=$SECONDS
+        local lim=$(($(left) < cap ? $(left) : cap))
+        if [ "$lim" -lt 10 ]; then echo "== $name: skipped, budget spent"; return 0; fi
+        echo "== $name (up to ${lim}s)"
+        timeout --kill-after=5 "$lim" bash -o pipefail -c "$fn" || echo "== $name: exit $? (124: out of time)"
+        echo "== $name: $((SECONDS - t0))s"
+    }
+    crosscheck() {
+        for fx in qwen3-a llama; do
+            "$arl" crosscheck --model "tests/fixtures/qwen3/$fx" --backends "cpu,$gpu" $small --tolerance 1e-4 \
+                >> "$out/crosscheck.jsonl" || echo "($fx above tolerance)"
+        done
+        "$arl" crosscheck --model "$big" --backends "cpu,$gpu" --samples 2 --prompt-len 16 --max-new-tokens 16 \
+            --tolerance 1e-3 >> "$out/crosscheck.jsonl" || echo "($big above tolerance)"
+        "$arl" crosscheck --model tests/fixtures/qwen3/qwen3-a --backends "cpu,$gpu" --dtype bf16 $small \
+            --tolerance 0.25 >> "$out/crosscheck.jsonl" || echo "(qwen3-a bf16 above tolerance)"
+        cat "$out/crosscheck.jsonl"
+    }
+    peer() {
+        local py
+        if [ "$gpu" = cuda ]; then py=python3; else py="${ARL_PEER_VENV:+$ARL_PEER_VENV/bin/python}"; fi
+        [ -n "$py" ] && "$py" -c 'import torch, transformers' 2>/dev/null || { echo "no torch/transformers: skipped"; return 0; }
+        local size=(--runs 1 --steps 2)
+        [ "$gpu" = cpu ] && size+=(--batch 2 --prompt-len 8 --new-tokens 4 --score-batch 1 --seq-len 16 --steps 1)
+        ARL_PEER_VENV=$("$py" -c 'import sys; print(sys.prefix)') "$py" scripts/bench/peer.py compare --arl "$arl" \
+            --model "$big" --backend "$gpu" --dtype bf16 "${size[@]}" | tee "$out/peer.md"
+    }
+    bench() {
+        local size=(--batch 8 --prompt-len 64 --new-tokens 64) dt util smi=
+        [ "$gpu" = cpu ] && size=(--batch 2 --prompt-len 8 --new-tokens 4)
+        for dt in f32 bf16; do
+            # The GPU's utilization (the share of each 100 ms sample with a kernel running) and
+            # memory in use while it runs; samples at 0 % (the load, before any kernel) are left
+            # out of the mean: a host-bound loop shows as low utilization while it works.
+            util=$(mktemp)
+            if [ "$gpu" = cuda ]; then
+                nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 > "$util" &
+                smi=$!
+            fi
+            "$arl" bench gen --model "$big" "${size[@]}" --backend "$gpu" --dtype "$dt" | tee -a "$out/bench.jsonl"
+            [ -n "$smi" ] && { kill "$smi"; wait "$smi" 2>/dev/null; }
+            awk -F', *' -v dt="$dt" 'NF == 2 { n++; if ($1 > 0) { b++; u += $1 } if ($2 > m) m = $2 }
+                END { printf "{\"nvidia_smi\":\"bench gen %s\",\"samples\":%d,\"busy_samples\":%d,\"mean_busy_utilization_pct\":%.1f,\"max_memory_used_mib\":%d}\n", dt, n, b, b ? u / b : 0, m }' \
+                "$util" | tee -a "$out/bench.jsonl"
+            rm -f "$util"
+        done
+    }
+    run_tools() {
+        local dir
+        dir=$(mktemp -d)
+        local size=(--steps 2 --prompts 2 --group-size 4 --eval-n 1 --max-new-tokens 128)
+        [ "$gpu" = cpu ] && size=(--steps 1 --prompts 1 --group-size 2 --eval-n 1 --max-new-tokens 8)
+        "$arl" run --env tools --loss grpo --backend "$gpu" --dtype bf16 --model "$big" "${size[@]}" \
+            --set output.checkpoints=false --out "$dir/run" 2>&1 | tee "$out/run-tools.txt"
+        for f in results.json metrics.jsonl; do
+            [ -f "$dir/run/$f" ] && { echo "--- $f"; cat "$dir/run/$f"; } >> "$out/run-tools.txt"
+        done
+        rm -rf "$dir"
+    }
+    tch_cuda() {
+        local tch=dist/tch-cuda/arl
+        [ -x "$tch" ] || { echo "no $tch: skipped"; return 0; }
+        local backend=tch-cuda
+        [ "$gpu" = cpu ] && backend=tch
+        if [ "$gpu" = cuda ]; then
+            LD_LIBRARY_PATH="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            export LD_LIBRARY_PATH
+        fi
+        for fx in qwen3-a llama; do
+            "$tch" crosscheck --model "tests/fixtures/qwen3/$fx" --backends "cpu,$backend" $small --tolerance 1e-4 \
+                >> "$out/tch-cuda.jsonl" || echo "($fx above tolerance)"
+        done
+        local gen=(--batch 8 --prompt-len 64 --new-tokens 64) score=(--batch 4 --seq-len 512 --policy-frac 0.25 --steps 2)
+        [ "$gpu" = cpu ] && gen=(--batch 2 --prompt-len 8 --new-tokens 4) && score=(--batch 1 --seq-len 16 --steps 1)
+        # The update and generation through libtorch, beside the peer's numbers of stage 2.
+        "$tch" bench score --model "$big" "${score[@]}" --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
+        "$tch" bench gen --model "$big" "${gen[@]}" --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
+        cat "$out/tch-cuda.jsonl"
+    }
+    tests() {
+        [ -x "$BIN/integration" ] && [ "$gpu" = cuda ] || { echo "no GPU or no $BIN/integration: skipped"; return 0; }
         (cd tests && "../$BIN/integration" cuda 2>&1) | tee "$out/tests.txt"
-    fi
-    : > "$out/crosscheck.jsonl"
-    for fx in qwen3-a qwen3-b qwen2 llama; do
-        log "crosscheck cpu,$gpu $fx"
-        "$arl" crosscheck --model "tests/fixtures/qwen3/$fx" --backends "cpu,$gpu" --samples "$samples" \
-            --max-new-tokens "$tokens" --tolerance 1e-3 >> "$out/crosscheck.jsonl" || echo "(above tolerance)"
-    done
-    log "crosscheck cpu,$gpu qwen3-0.6b (random weights)"
-    "$arl" crosscheck --model qwen3-0.6b --backends "cpu,$gpu" --samples "$big_samples" --prompt-len 16 \
-        --max-new-tokens "$big_tokens" --tolerance 1e-3 >> "$out/crosscheck.jsonl" || echo "(above tolerance)"
-    log "crosscheck cpu,$gpu qwen3-a in bf16"
-    "$arl" crosscheck --model tests/fixtures/qwen3/qwen3-a --backends "cpu,$gpu" --dtype bf16 --samples "$samples" \
-        --max-new-tokens "$tokens" --tolerance 0.25 >> "$out/crosscheck.jsonl" || echo "(above tolerance)"
-    : > "$out/bench.jsonl"
-    for dt in $dtypes; do
-        log "bench gen $gpu $dt"
-        if [ "$gpu" = cuda ]; then size=(--model qwen3-0.6b --batch 8 --prompt-len 64 --new-tokens 64); else size=(--model tiny --batch 2 --prompt-len 8 --new-tokens 4); fi
-        "$arl" bench gen "${size[@]}" --backend "$gpu" --dtype "$dt" >> "$out/bench.jsonl" 2>> "$out/bench.err" \
-            || echo "{\"bench\":\"gen\",\"backend\":\"$gpu\",\"dtype\":\"$dt\",\"error\":$(tail -1 "$out/bench.err" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" >> "$out/bench.jsonl"
-    done
-    cat "$out/crosscheck.jsonl" "$out/bench.jsonl"
+    }
+    export arl gpu big small out BIN
+    export -f crosscheck peer bench run_tools tch_cuda tests
+    # Caps from the first run on an H200 (results/gpu-check-h200.md): stage 1 took 46 s,
+    # stage 2 158 s, one `bench gen` ≈30 s, `arl run`'s evaluations ≈40 s each at 256 tokens.
+    stage "1 crosscheck cpu,$gpu" 75 crosscheck
+    stage "2 peer benchmark on $gpu" 180 peer
+    stage "3 bench gen $gpu f32, bf16" 80 bench
+    stage "4 arl run --env tools --backend $gpu" 150 run_tools
+    stage "5 tch-cuda crosscheck, bench score, bench gen" 90 tch_cuda
+    stage "6 CUDA-side tests" 60 tests
+    echo "== done in ${SECONDS}s"
     ;;
 *)
     echo "usage: scripts/gpu-check.sh build | run [OUT_DIR]" >&2; exit 2 ;;

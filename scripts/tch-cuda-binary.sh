@@ -33,6 +33,9 @@ build)
     mkdir -p "$OUT"
     cp "$CARGO_TARGET_DIR/debug/arl" "$OUT/arl"
     strip "$OUT/arl"
+    # For the device tool's 64 MiB carry beside dist/gpu: carry dist/tch-cuda/arl.xz
+    # (scripts/gpu-check.sh run unpacks it).
+    xz -T0 -6 -k -f "$OUT/arl"
     ls -la "$OUT"
     echo "== smoke test on the CPU against pip torch 2.11"
     "$OUT/arl" crosscheck --model tests/fixtures/qwen3/qwen3-a --backends cpu,tch --samples 2 --max-new-tokens 8 --tolerance 1e-4

@@ -30,10 +30,18 @@ loss and gradient norm on both sides. Each side reports its own timings (the mod
 timed) and the process's peak RSS (getrusage). Threads: torch gets `--threads` (default: all
 cores, as arl's thread pool).
 
+On a GPU, `--backend cuda` (or `tch-cuda`) and `--dtype bf16` give arl those flags and run the
+peer on `cuda` in the same dtype, timed with `torch.cuda.synchronize()`; the peer also reports
+its device's peak allocated memory (arl's figure is host RSS only):
+
+    ARL_PEER_VENV=$(python3 -c 'import sys; print(sys.prefix)') \
+        python3 scripts/bench/peer.py compare --arl dist/gpu/arl --model qwen3-0.6b --backend cuda --dtype bf16
+
 The peer side alone (`gen` / `score` sub-commands) prints one JSON line with arl's keys.
 Runs in the venv at $ARL_PEER_VENV (default ~/.cache/arl/venv-hf); if that has no
 torch/transformers, it is created with `pip install torch==2.9.0 transformers safetensors`
-(PyPI; the wheel brings CUDA packages but everything here runs on the CPU).
+(PyPI; the wheel brings CUDA packages but everything here runs on the CPU). Set to the running
+interpreter's prefix (as above), the interpreter's own torch is used and nothing is installed.
 """
 import argparse
 import json
@@ -83,19 +91,34 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / (1024 * 1024)
 
 
-def load(model_dir, threads, attn):
+DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+
+
+def load(a):
     import torch
     from transformers import AutoModelForCausalLM
 
-    torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn)
+    torch.set_num_threads(a.threads)
+    dtype = getattr(torch, DTYPES[a.dtype])
+    model = AutoModelForCausalLM.from_pretrained(a.model_dir, dtype=dtype, attn_implementation=a.attn).to(a.device)
     return torch, model
 
 
+def sync(torch, device):
+    """Waits for the device's queued work, so a wall-clock time covers it (CUDA runs async)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def device_peak(torch, device):
+    """The device's peak allocated memory in MB (CUDA), else None."""
+    return torch.cuda.max_memory_allocated() / (1024 * 1024) if device.startswith("cuda") else None
+
+
 def peer_gen(a):
-    torch, model = load(a.model_dir, a.threads, a.attn)
+    torch, model = load(a)
     model.eval()
-    ids = torch.tensor(random_ids(a.batch, a.prompt_len, model.config.vocab_size, a.seed))
+    ids = torch.tensor(random_ids(a.batch, a.prompt_len, model.config.vocab_size, a.seed), device=a.device)
     mask = torch.ones_like(ids)
 
     def generate(n):
@@ -115,11 +138,14 @@ def peer_gen(a):
         torch.manual_seed(a.seed)
         for _ in range(a.warmup):
             generate(2)
+        sync(torch, a.device)
         t = time.perf_counter()
         model(input_ids=ids, attention_mask=mask, use_cache=True)
+        sync(torch, a.device)
         prefill_s = time.perf_counter() - t
         t = time.perf_counter()
         out = generate(a.new_tokens)
+        sync(torch, a.device)
         total_s = time.perf_counter() - t
     assert out.shape == (a.batch, a.prompt_len + a.new_tokens), out.shape
     decode_s = max(total_s - prefill_s, 1e-9)
@@ -129,6 +155,8 @@ def peer_gen(a):
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "attn": a.attn,
+        "device": a.device,
+        "dtype": a.dtype,
         "batch": a.batch,
         "prompt_len": a.prompt_len,
         "new_tokens": a.new_tokens,
@@ -138,11 +166,12 @@ def peer_gen(a):
         "decode_tokens_per_s": a.batch * (a.new_tokens - 1) / decode_s,
         "new_tokens_per_s": a.batch * a.new_tokens / total_s,
         "peak_rss_mb": peak_rss_mb(),
+        "peak_device_mb": device_peak(torch, a.device),
     }))
 
 
 def peer_score(a):
-    torch, model = load(a.model_dir, a.threads, a.attn)
+    torch, model = load(a)
     model.train()
     b, l = a.batch, a.seq_len
     n_pol = min(max(round(a.policy_frac * l), 1), l - 1)
@@ -150,8 +179,9 @@ def peer_score(a):
     times = []
     first = None
     for step in range(a.steps + 1):
-        seqs = torch.tensor(random_ids(b, l, model.config.vocab_size, a.seed + step))
+        seqs = torch.tensor(random_ids(b, l, model.config.vocab_size, a.seed + step), device=a.device)
         adv = torch.where(seqs % 2 == 0, 1.0, -1.0)[:, l - n_pol:]
+        sync(torch, a.device)
         t = time.perf_counter()
         hidden = model.model(input_ids=seqs).last_hidden_state  # final norm applied
         logits = model.lm_head(hidden[:, l - n_pol - 1:l - 1, :]).float()
@@ -163,6 +193,7 @@ def peer_score(a):
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync(torch, a.device)
         elapsed = time.perf_counter() - t
         if step == 0:
             first = (loss.item(), grad_norm.item())
@@ -175,6 +206,8 @@ def peer_score(a):
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "attn": a.attn,
+        "device": a.device,
+        "dtype": a.dtype,
         "batch": b,
         "seq_len": l,
         "policy_frac": a.policy_frac,
@@ -185,6 +218,7 @@ def peer_score(a):
         "first_loss": first[0],
         "first_grad_norm": first[1],
         "peak_rss_mb": peak_rss_mb(),
+        "peak_device_mb": device_peak(torch, a.device),
     }))
 
 
@@ -204,10 +238,19 @@ def compare(a):
         model_dir = tmp.name
         run_json([arl, "bench", "export", "--model", a.model, "--out", model_dir])
     model_dir = str(Path(model_dir).expanduser())
+    # arl's backend and dtype; the peer runs on the matching torch device in the same dtype.
+    on = ["--backend", a.backend, "--dtype", a.dtype]
+    peer_device = "cuda" if a.backend in ("cuda", "tch-cuda") else "cpu"
+
+    def with_on(extra):
+        """`on`, less the flags that `extra` (--before-args) sets itself, then `extra`."""
+        kept = [x for i in range(0, len(on), 2) if on[i] not in extra for x in on[i:i + 2]]
+        return [*kept, *extra]
     gen = ["--batch", str(a.batch), "--prompt-len", str(a.prompt_len), "--new-tokens", str(a.new_tokens), "--seed", str(a.seed)]
     score = ["--batch", str(a.score_batch), "--seq-len", str(a.seq_len), "--policy-frac", str(a.policy_frac),
              "--steps", str(a.steps), "--seed", str(a.seed)]
-    peer_common = ["--model-dir", model_dir, "--threads", str(a.threads), "--attn", a.attn]
+    peer_common = ["--model-dir", model_dir, "--threads", str(a.threads), "--attn", a.attn, "--device", peer_device,
+                   "--dtype", a.dtype]
     pairs = []
     if "gen" in a.what:
         pairs.append(("gen", ["bench", "gen", "--model", model_dir, *gen], [*me, "gen", *peer_common, *gen]))
@@ -217,8 +260,8 @@ def compare(a):
     for name, arl_args, peer_cmd in pairs:
         runs = []
         for i in range(a.runs):
-            old = run_json([before, *arl_args, *shlex.split(a.before_args)]) if before else None
-            ours = run_json([arl, *arl_args])
+            old = run_json([before, *arl_args, *with_on(shlex.split(a.before_args))]) if before else None
+            ours = run_json([arl, *arl_args, *on])
             theirs = run_json(peer_cmd)
             runs.append((ours, theirs, old))
             if old is not None:
@@ -227,7 +270,8 @@ def compare(a):
             print(f"# {name} run {i + 1}/{a.runs}: peer {json.dumps(theirs)}", file=sys.stderr)
         results[name] = runs
     sides = f"{a.before_label}, arl and peer" if before else "arl and peer"
-    print(f"model `{a.model}`; {a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
+    print(f"model `{a.model}`, arl `--backend {a.backend} --dtype {a.dtype}`, peer on {peer_device} in {a.dtype}; "
+          f"{a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
           "above 1 the first is faster in tokens/s, below 1 it uses less memory")
     print()
     if before:
@@ -248,6 +292,8 @@ def compare(a):
     for name, runs in results.items():
         peer_name = "HF generate" if name == "gen" else "PyTorch eager"
         for k in keys[name]:
+            if any(r[0].get(k) is None or r[1].get(k) is None for r in runs):
+                continue
             ours = [r[0][k] for r in runs]
             theirs = [r[1][k] for r in runs]
             med = statistics.median
@@ -257,6 +303,10 @@ def compare(a):
                       f"{ratio(old, theirs):.3f} | {ratio(ours, theirs):.3f} | {ratio(ours, old):.3f} |")
             else:
                 print(f"| {name} (vs {peer_name}) | {k} | {med(ours):.4g} | {med(theirs):.4g} | {ratio(ours, theirs):.3f} |")
+        device_mb = [r[1]["peak_device_mb"] for r in runs if r[1].get("peak_device_mb") is not None]
+        if device_mb:
+            print(f"| {name} (vs {peer_name}) | peer peak_device_mb (torch.cuda.max_memory_allocated) | | "
+                  f"{statistics.median(device_mb):.4g} | |" + (" | | |" if before else ""))
         if name == "score":
             o, t, b = runs[0]
             print()
@@ -280,6 +330,8 @@ def main():
         q.add_argument("--threads", type=int, default=os.cpu_count())
         q.add_argument("--attn", default="sdpa")
         q.add_argument("--warmup", type=int, default=1)
+        q.add_argument("--device", default="cpu", help="torch device: cpu or cuda")
+        q.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
         if name == "gen":
             q.add_argument("--prompt-len", type=int, default=64)
             q.add_argument("--new-tokens", type=int, default=64)
@@ -305,6 +357,8 @@ def main():
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--threads", type=int, default=os.cpu_count())
     q.add_argument("--attn", default="sdpa")
+    q.add_argument("--backend", default="cpu", help="arl's --backend (cuda or tch-cuda: the peer runs on cuda)")
+    q.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     a = p.parse_args()
     {"gen": peer_gen, "score": peer_score, "compare": compare}[a.cmd](a)
 
