@@ -133,10 +133,13 @@ fn cpu_and_libtorch_agree_in_bf16_and_f16_within_half_precision_noise() {
     }
 }
 
-/// Needs a GPU at run time: run by scripts/gpu-check.sh on a CUDA machine.
+/// Needs a GPU at run time: run by scripts/gpu-check.sh on a CUDA machine. f32 on `cuda` is
+/// f32: with upstream cubek-matmul's tf32 products the `qwen3-a` fixture differed by up to
+/// 4.4e-3 on an H200; with the patch in third_party/cubek-matmul, 2.4e-6
+/// (results/gpu-check-h200/).
 #[cfg(feature = "cuda")]
 #[test]
-fn cuda_cpu_and_cuda_agree_on_every_fixture_within_1e_3() {
+fn cuda_cpu_and_cuda_agree_on_every_fixture_within_1e_4_in_f32_not_tf32() {
     for name in ["qwen3-a", "qwen3-b", "qwen2", "llama"] {
         let dir = fixture(name);
         let doc = crosscheck(&[
@@ -149,7 +152,7 @@ fn cuda_cpu_and_cuda_agree_on_every_fixture_within_1e_3() {
             "--max-new-tokens",
             "12",
             "--tolerance",
-            "1e-3",
+            "1e-4",
         ])
         .unwrap_or_else(|e| panic!("{name}: {e}"));
         eprintln!("{name}: cpu vs cuda max |Δ logprob| {:.2e}", doc["pairs"][0]["max_abs_diff"].as_f64().unwrap());

@@ -225,15 +225,59 @@ impl<B: Backend> Qwen3<B> {
     }
 }
 
-/// Rebuilds each float weight from its data in the target dtype: a fresh leaf tensor, so on an
-/// autodiff device it is still a trainable parameter (a `cast` would be a graph node).
+/// Casts each float weight to the target dtype on its device, then detaches it: a fresh leaf,
+/// so on an autodiff device it is still a trainable parameter (the cast alone would be a graph
+/// node). On the device, not through host memory: on CUDA, reading every weight back and
+/// uploading it again went through cubecl's pinned staging pool and left the process at
+/// 13.5 GB of host memory for Qwen3-0.6B in bf16 (2.8 GB in f32; results/gpu-check-h200.md).
 struct CastWeights(DType);
 
 impl<B: Backend> ModuleMapper<B> for CastWeights {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         let (id, tensor, mapper) = param.consume();
-        let (device, grad) = (tensor.device(), tensor.is_require_grad());
-        let cast = Tensor::from_data(tensor.into_data(), (&device, self.0));
+        let grad = tensor.is_require_grad();
+        let cast = tensor.cast(self.0).detach();
         Param::from_mapped_value(id, if grad { cast.require_grad() } else { cast }, mapper)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Param;
+    use burn::tensor::{DType, Tensor, TensorData};
+    use half::{bf16, f16};
+
+    /// Casting the weights to bf16/f16 rounds each f32 to nearest-even from the f32 itself, as
+    /// torch's `.to(torch.bfloat16)` and `half`'s `from_f32` do. The first planted values sit
+    /// just above a bf16 tie in their last f32 bits: burn-flex's cast went through f64, where
+    /// `half`'s `bf16::from_f64` sees only the upper 32 bits, took them for ties and rounded
+    /// them down to even. (Its `f16::from_f64` rounds such values right.)
+    #[test]
+    fn half_precision_weights_are_the_f32_weights_rounded_to_nearest_even() {
+        let mut model = crate::load("tiny-vocab512", &crate::cpu()).unwrap();
+        let hidden = model.config.hidden_size;
+        // Above a bf16 tie by one to three f32 ulps (±), above an f16 tie by one ulp (±), then
+        // the weights as they were.
+        let planted = [0x3F80_8001u32, 0xBF80_8001, 0x4000_8003, 0x3F80_1001, 0xC100_1001];
+        let norm: Vec<f32> = model.norm.weight.val().into_data().to_vec().unwrap();
+        let values: Vec<f32> = planted.iter().map(|&b| f32::from_bits(b)).chain(norm[planted.len()..].iter().copied()).collect();
+        let device = model.device();
+        model.norm.weight = Param::from_tensor(Tensor::from_data(TensorData::new(values.clone(), [hidden]), &device));
+        let embed: Vec<f32> = model.embed_tokens.val().into_data().to_vec().unwrap();
+
+        let bf = model.clone().into_dtype(DType::BF16);
+        let got = |t: Tensor<_, 1>| t.into_data().to_vec::<bf16>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<u16>>();
+        let want = |xs: &[f32]| xs.iter().map(|&v| bf16::from_f32(v).to_bits()).collect::<Vec<u16>>();
+        assert_eq!(got(bf.norm.weight.val()), want(&values));
+        assert_eq!(got(bf.embed_tokens.val().flatten::<1>(0, 1)), want(&embed));
+        // The planted values are ones the cast through f64 gets wrong.
+        assert_eq!(bf16::from_f32(values[0]).to_bits(), 0x3F81, "the first planted value rounds up");
+        assert_eq!(bf16::from_f64(values[0] as f64).to_bits(), 0x3F80, "through f64 it rounded down");
+
+        let half = model.into_dtype(DType::F16);
+        let got: Vec<u16> = half.norm.weight.val().into_data().to_vec::<f16>().unwrap().iter().map(|v| v.to_bits()).collect();
+        let want: Vec<u16> = values.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+        assert_eq!(got, want);
+        assert_eq!(f16::from_f32(values[3]).to_bits(), 0x3C01, "the fourth planted value rounds up");
     }
 }

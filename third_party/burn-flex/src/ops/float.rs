@@ -749,6 +749,15 @@ impl FloatTensorOps<Flex> for Flex {
         let tensor = tensor.to_contiguous();
         let shape = tensor.layout().shape().clone();
 
+        // arl's patch (third_party/README.md): f32 to bf16 straight from the f32 value.
+        // Through f64, `half`'s `bf16::from_f64` rounds on the f64's upper 32 bits only, losing
+        // the f32's last 3 mantissa bits from the sticky bit: not round-to-nearest-even.
+        if src_dtype == DType::F32 && target_dtype == DType::BF16 {
+            let src: &[f32] = tensor.storage();
+            let result: Vec<bf16> = src.iter().map(|&v| bf16::from_f32(v)).collect();
+            return FlexTensor::new(Bytes::from_elems(result), Layout::contiguous(shape), DType::BF16);
+        }
+
         // Convert to f64 intermediate, then to target
         let f64_values: Vec<f64> = match src_dtype {
             DType::F32 => {

@@ -81,6 +81,11 @@ impl Blueprint for TilingBlueprint {
 }
 
 /// Modifies the given matmul element types based on the kind of accelerator the kernel is run on.
+///
+/// arl's patch (third_party/README.md): f32 operands are no longer rounded to tf32 for the
+/// matrix units. A tile matmul on the accelerator then finds no f32 instruction and is
+/// unavailable, so f32 products run on the exact unit/plane kernels, as PyTorch's default
+/// (`allow_tf32 = False`) does.
 pub fn adjust_dtypes<R: Runtime>(
     client: &ComputeClient<R>,
     dtypes: &mut MatmulElems,
@@ -90,9 +95,11 @@ pub fn adjust_dtypes<R: Runtime>(
     let flex_dtype = flex32::as_type_native_unchecked().storage_type();
     let tf32_dtype = tf32::as_type_native_unchecked().storage_type();
     let f16_dtype = half::f16::as_type_native_unchecked().storage_type();
+    const ALLOW_TF32: bool = false;
 
     if requires_accelerator {
-        if dtypes.lhs_global == f32_dtype
+        if ALLOW_TF32
+            && dtypes.lhs_global == f32_dtype
             && dtypes.rhs_global == f32_dtype
             && client.properties().supports_type(tf32_dtype)
         {
