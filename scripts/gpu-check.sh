@@ -3,8 +3,10 @@
 #
 #   scripts/gpu-check.sh build      # here: release builds of `arl` and the integration tests
 #                                   # with --features cuda (CUDARC_CUDA_VERSION=13000, the GPU
-#                                   # machine's driver), stripped and gzipped into dist/gpu/ with
-#                                   # the assets a run needs (Qwen3 tokenizer, pytest): carry dist/gpu
+#                                   # machine's driver), stripped and xz-packed into dist/gpu/ with
+#                                   # the assets a run needs (Qwen3 tokenizer, pytest): carry
+#                                   # dist/gpu/arl.xz, dist/gpu/integration.xz, dist/gpu/assets.tar.gz
+#                                   # (and dist/tch-cuda/arl.xz for stage 5), not the unpacked files
 #   scripts/gpu-check.sh run [DIR]  # there: the stages below, each under its share of a time
 #                                   # budget (ARL_GPU_BUDGET_S, default 480 s), highest value first;
 #                                   # what each printed goes to DIR (default results/gpu-check/)
@@ -18,7 +20,7 @@
 #   4. the mission's command for two steps: `arl run --env tools --loss grpo --backend cuda`
 #      on the Qwen3-0.6B shape (random weights, so reward 0: it shows the path runs)    run-tools.txt
 #   5. libtorch's CUDA (`tch-cuda`, a second binary from scripts/tch-cuda-binary.sh build,
-#      carried as dist/tch-cuda/arl.xz) against cpu on two fixtures, and its `bench gen`
+#      carried as dist/tch-cuda/arl.xz) against cpu on two fixtures, and its
 #      `bench score` and `bench gen` in bf16 (a dev build: arl's own crates unoptimized),
 #      if that binary is there                                                          tch-cuda.jsonl
 #   6. the CUDA-side integration tests                                                  tests.txt
@@ -36,7 +38,7 @@ build)
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target-cuda}"
     export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
     # One feature set for both (the tests link arl-cli with its default `wasm`), so the
-    # dependencies are compiled once. A cold build: ~45 min on 2 cores.
+    # dependencies are compiled once. Cold, on 2 cores: ≈20 min (session 19).
     test_bin=$(cargo test --release --locked -p arl-tests --features cuda --no-run --message-format=json \
         | sed -n 's/.*"executable":"\([^"]*integration[^"]*\)".*/\1/p' | tail -1)
     cargo build --release --locked -p arl-cli --features cuda --bin arl
@@ -55,17 +57,17 @@ build)
 run)
     out="${2:-results/gpu-check}"
     mkdir -p "$out"
-    # `unxz FILE`: FILE.xz unpacked beside it (Python's lzma where there is no xz).
-    unxz() {
+    # `unpack FILE`: FILE.xz unpacked beside it (Python's lzma where there is no xz).
+    unpack() {
         [ -f "$1.xz" ] && [ ! -x "$1" ] || return 0
         if command -v xz >/dev/null; then xz -dc "$1.xz" > "$1"; else
             python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1.xz" "$1"
         fi
         chmod +x "$1"
     }
-    unxz "$BIN/arl"
-    unxz "$BIN/integration"
-    unxz dist/tch-cuda/arl
+    unpack "$BIN/arl"
+    unpack "$BIN/integration"
+    unpack dist/tch-cuda/arl
     if [ -f "$BIN/assets.tar.gz" ] && [ ! -d "$HOME/.cache/arl/assets/pytest" ]; then
         mkdir -p "$HOME/.cache/arl/assets" && tar -C "$HOME/.cache/arl/assets" -xzf "$BIN/assets.tar.gz"
     fi
@@ -170,7 +172,7 @@ run)
     }
     export arl gpu big small out BIN
     export -f crosscheck peer bench run_tools tch_cuda tests
-    # Caps from the first run on an H200 (results/gpu-check-h200.md): stage 1 took 46 s,
+    # Caps from the first run on an H200 (results/gpu-check-h200/): stage 1 took 46 s,
     # stage 2 158 s, one `bench gen` ≈30 s, `arl run`'s evaluations ≈40 s each at 256 tokens.
     stage "1 crosscheck cpu,$gpu" 75 crosscheck
     stage "2 peer benchmark on $gpu" 180 peer

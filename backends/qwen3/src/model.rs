@@ -229,7 +229,7 @@ impl<B: Backend> Qwen3<B> {
 /// so on an autodiff device it is still a trainable parameter (the cast alone would be a graph
 /// node). On the device, not through host memory: on CUDA, reading every weight back and
 /// uploading it again went through cubecl's pinned staging pool and left the process at
-/// 13.5 GB of host memory for Qwen3-0.6B in bf16 (2.8 GB in f32; results/gpu-check-h200.md).
+/// 13.5 GB of host memory for Qwen3-0.6B in bf16 (2.8 GB in f32; results/gpu-check-h200/).
 struct CastWeights(DType);
 
 impl<B: Backend> ModuleMapper<B> for CastWeights {
