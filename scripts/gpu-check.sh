@@ -78,10 +78,13 @@ run)
     budget="${ARL_GPU_BUDGET_S:-480}"
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
         gpu=cuda; big=qwen3-0.6b; small="--samples 8 --max-new-tokens 32"
+        # `bench gen` and `bench score` sizes, as scripts/bench/peer.py's defaults.
+        gen="--batch 8 --prompt-len 64 --new-tokens 64"; score="--batch 4 --seq-len 512 --policy-frac 0.25 --steps 2"
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     else
         echo "no GPU: dry run with cpu in place of cuda"
         gpu=cpu; big=tiny; small="--samples 2 --max-new-tokens 4"
+        gen="--batch 2 --prompt-len 8 --new-tokens 4"; score="--batch 1 --seq-len 16 --steps 1"
     fi
     left() { echo $((budget - SECONDS)); }
     # `stage NAME CAP FN`: runs the function FN (below) in a shell of its own under
@@ -115,8 +118,7 @@ run)
             --model "$big" --backend "$gpu" --dtype bf16 "${size[@]}" | tee "$out/peer.md"
     }
     bench() {
-        local size=(--batch 8 --prompt-len 64 --new-tokens 64) dt util smi=
-        [ "$gpu" = cpu ] && size=(--batch 2 --prompt-len 8 --new-tokens 4)
+        local dt util smi=
         for dt in f32 bf16; do
             # The GPU's utilization (the share of each 100 ms sample with a kernel running) and
             # memory in use while it runs; samples at 0 % (the load, before any kernel) are left
@@ -126,7 +128,7 @@ run)
                 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 > "$util" &
                 smi=$!
             fi
-            "$arl" bench gen --model "$big" "${size[@]}" --backend "$gpu" --dtype "$dt" | tee -a "$out/bench.jsonl"
+            "$arl" bench gen --model "$big" $gen --backend "$gpu" --dtype "$dt" | tee -a "$out/bench.jsonl"
             [ -n "$smi" ] && { kill "$smi"; wait "$smi" 2>/dev/null; }
             awk -F', *' -v dt="$dt" 'NF == 2 { n++; if ($1 > 0) { b++; u += $1 } if ($2 > m) m = $2 }
                 END { printf "{\"nvidia_smi\":\"bench gen %s\",\"samples\":%d,\"busy_samples\":%d,\"mean_busy_utilization_pct\":%.1f,\"max_memory_used_mib\":%d}\n", dt, n, b, b ? u / b : 0, m }' \
@@ -159,18 +161,16 @@ run)
             "$tch" crosscheck --model "tests/fixtures/qwen3/$fx" --backends "cpu,$backend" $small --tolerance 1e-4 \
                 >> "$out/tch-cuda.jsonl" || echo "($fx above tolerance)"
         done
-        local gen=(--batch 8 --prompt-len 64 --new-tokens 64) score=(--batch 4 --seq-len 512 --policy-frac 0.25 --steps 2)
-        [ "$gpu" = cpu ] && gen=(--batch 2 --prompt-len 8 --new-tokens 4) && score=(--batch 1 --seq-len 16 --steps 1)
         # The update and generation through libtorch, beside the peer's numbers of stage 2.
-        "$tch" bench score --model "$big" "${score[@]}" --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
-        "$tch" bench gen --model "$big" "${gen[@]}" --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
+        "$tch" bench score --model "$big" $score --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
+        "$tch" bench gen --model "$big" $gen --backend "$backend" --dtype bf16 >> "$out/tch-cuda.jsonl"
         cat "$out/tch-cuda.jsonl"
     }
     tests() {
         [ -x "$BIN/integration" ] && [ "$gpu" = cuda ] || { echo "no GPU or no $BIN/integration: skipped"; return 0; }
         (cd tests && "../$BIN/integration" cuda 2>&1) | tee "$out/tests.txt"
     }
-    export arl gpu big small out BIN
+    export arl gpu big small gen score out BIN
     export -f crosscheck peer bench run_tools tch_cuda tests
     # Caps from the first run on an H200 (results/gpu-check-h200/): stage 1 took 46 s,
     # stage 2 158 s, one `bench gen` ≈30 s, `arl run`'s evaluations ≈40 s each at 256 tokens.
