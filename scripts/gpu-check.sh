@@ -3,10 +3,14 @@
 #
 #   scripts/gpu-check.sh build      # here: release builds of `arl` and the integration tests
 #                                   # with --features cuda (CUDARC_CUDA_VERSION=13000, the GPU
-#                                   # machine's driver), stripped and xz-packed into dist/gpu/ with
-#                                   # the assets a run needs (Qwen3 tokenizer, pytest): carry
-#                                   # dist/gpu/arl.xz, dist/gpu/integration.xz, dist/gpu/assets.tar.gz
-#                                   # (and dist/tch-cuda/arl.xz for stage 5), not the unpacked files
+#                                   # machine's driver), stripped and packed into one archive,
+#                                   # dist/gpu/bin.tar.xz, beside the assets a run needs (Qwen3
+#                                   # tokenizer, pytest), dist/gpu/assets.tar.gz: carry those two
+#                                   # (and dist/tch-cuda/arl.xz for stage 6). ARL_GPU_BEFORE=PATH
+#                                   # packs an earlier build's arl too, whose column stage 2's
+#                                   # table then gains (before/after in one call).
+#                                   # ARL_GPU_FEATURES: the cargo features (default `cuda`;
+#                                   # `fusion` adds burn's kernel fusion and autotuning).
 #   scripts/gpu-check.sh run [DIR]  # there: the stages below, each under its share of a time
 #                                   # budget (ARL_GPU_BUDGET_S, default 480 s), highest value first;
 #                                   # what each printed goes to DIR (default results/gpu-check/)
@@ -15,15 +19,16 @@
 #   1. crosscheck cpu,cuda: two fixtures (f32 within 1e-4: f32, not tf32), the Qwen3-0.6B
 #      shape (random weights, 1e-3), a fixture in bf16                                   crosscheck.jsonl
 #   2. the peer benchmark (#17): arl cuda vs HF generate / PyTorch eager on cuda, the
-#      Qwen3-0.6B shape in bf16 (scripts/bench/peer.py, the machine's own torch)       peer.md
-#   3. `arl bench gen` on cuda in f32 and bf16, nvidia-smi's utilization while it runs  bench.jsonl
-#   4. the mission's command for two steps: `arl run --env tools --loss grpo --backend cuda`
+#      Qwen3-0.6B shape in bf16 (scripts/bench/peer.py, the machine's own torch), with
+#      the earlier build's column if ARL_GPU_BEFORE packed one                         peer.md
+#   3. the CUDA-side integration tests                                                  tests.txt
+#   4. `arl bench gen` on cuda in f32 and bf16, nvidia-smi's utilization while it runs  bench.jsonl
+#   5. the mission's command for two steps: `arl run --env tools --loss grpo --backend cuda`
 #      on the Qwen3-0.6B shape (random weights, so reward 0: it shows the path runs)    run-tools.txt
-#   5. libtorch's CUDA (`tch-cuda`, a second binary from scripts/tch-cuda-binary.sh build,
+#   6. libtorch's CUDA (`tch-cuda`, a second binary from scripts/tch-cuda-binary.sh build,
 #      carried as dist/tch-cuda/arl.xz) against cpu on two fixtures, and its
 #      `bench score` and `bench gen` in bf16 (a dev build: arl's own crates unoptimized),
 #      if that binary is there                                                          tch-cuda.jsonl
-#   6. the CUDA-side integration tests                                                  tests.txt
 # and log.txt: everything in order, with each stage's seconds. At most 8 files (the device
 # tool brings back 8).
 #
@@ -39,35 +44,42 @@ build)
     export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
     # One feature set for both (the tests link arl-cli with its default `wasm`), so the
     # dependencies are compiled once. Cold, on 2 cores: ≈20 min (session 19).
-    test_bin=$(cargo test --release --locked -p arl-tests --features cuda --no-run --message-format=json \
+    features="${ARL_GPU_FEATURES:-cuda}"
+    test_bin=$(cargo test --release --locked -p arl-tests --features "$features" --no-run --message-format=json \
         | sed -n 's/.*"executable":"\([^"]*integration[^"]*\)".*/\1/p' | tail -1)
-    cargo build --release --locked -p arl-cli --features cuda --bin arl
-    rm -rf "$BIN" && mkdir -p "$BIN"
-    cp "$CARGO_TARGET_DIR/release/arl" "$BIN/arl"
-    cp "$test_bin" "$BIN/integration"
-    strip "$BIN/arl" "$BIN/integration"
-    # Stripped 71 + 77 MB (release, cuda + wasm), over the 64 MiB carry; xz makes them 12 + 13 MB.
-    xz -T0 -6 -f "$BIN/arl" "$BIN/integration"
-    # The assets stages 4 and 6 read from ~/.cache/arl/assets (a fresh machine has none).
+    cargo build --release --locked -p arl-cli --features "$features" --bin arl
+    rm -rf "$BIN" && mkdir -p "$BIN/bin"
+    cp "$CARGO_TARGET_DIR/release/arl" "$BIN/bin/arl"
+    cp "$test_bin" "$BIN/bin/integration"
+    [ -z "${ARL_GPU_BEFORE:-}" ] || cp "$ARL_GPU_BEFORE" "$BIN/bin/arl-before"
+    chmod +x "$BIN"/bin/* && strip "$BIN"/bin/*
+    # Stripped 111 + 126 MB (release, `fusion`, + wasm; 71 + 77 with `cuda`), over the 64 MiB carry. One
+    # archive whose dictionary is larger than any one binary lets xz find the code they share:
+    # with a 71 MB earlier build, 29 MB for the three, against 49 MB packed one by one (≈3 min).
+    tar -C "$BIN/bin" -cf - . | xz -T1 --lzma2=preset=6,dict=384MiB > "$BIN/bin.tar.xz"
+    rm -rf "$BIN/bin"
+    # The assets stages 3 and 5 read from ~/.cache/arl/assets (a fresh machine has none); not
+    # the WASI interpreter's compiled-module cache, which a wasm run leaves under pytest/.
     for setup in qwen3-tokenizer pytest; do bash "scripts/setup/$setup.sh" >&2; done
-    tar -C "$HOME/.cache/arl/assets" -czf "$BIN/assets.tar.gz" qwen3-tokenizer pytest
+    tar -C "$HOME/.cache/arl/assets" --exclude='pytest/wasm-pyc-*' -czf "$BIN/assets.tar.gz" qwen3-tokenizer pytest
     ls -la "$BIN"
     du -sh "$BIN"
     ;;
 run)
     out="${2:-results/gpu-check}"
     mkdir -p "$out"
-    # `unpack FILE`: FILE.xz unpacked beside it (Python's lzma where there is no xz).
-    unpack() {
-        [ -f "$1.xz" ] && [ ! -x "$1" ] || return 0
-        if command -v xz >/dev/null; then xz -dc "$1.xz" > "$1"; else
-            python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1.xz" "$1"
+    # The binaries: bin.tar.xz unpacked into dist/gpu/ (Python's lzma where there is no xz),
+    # and dist/tch-cuda/arl.xz beside itself.
+    if [ -f "$BIN/bin.tar.xz" ] && [ ! -x "$BIN/arl" ]; then
+        if command -v xz >/dev/null; then xz -dc "$BIN/bin.tar.xz" | tar -C "$BIN" -xf -; else
+            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BIN/bin.tar.xz" "$BIN"
         fi
-        chmod +x "$1"
-    }
-    unpack "$BIN/arl"
-    unpack "$BIN/integration"
-    unpack dist/tch-cuda/arl
+    fi
+    if [ -f dist/tch-cuda/arl.xz ] && [ ! -x dist/tch-cuda/arl ]; then
+        python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            dist/tch-cuda/arl.xz dist/tch-cuda/arl
+        chmod +x dist/tch-cuda/arl
+    fi
     if [ -f "$BIN/assets.tar.gz" ] && [ ! -d "$HOME/.cache/arl/assets/pytest" ]; then
         mkdir -p "$HOME/.cache/arl/assets" && tar -C "$HOME/.cache/arl/assets" -xzf "$BIN/assets.tar.gz"
     fi
@@ -114,6 +126,7 @@ run)
         [ -n "$py" ] && "$py" -c 'import torch, transformers' 2>/dev/null || { echo "no torch/transformers: skipped"; return 0; }
         local size=(--runs 1 --steps 2)
         [ "$gpu" = cpu ] && size+=(--batch 2 --prompt-len 8 --new-tokens 4 --score-batch 1 --seq-len 16 --steps 1)
+        [ -x "$BIN/arl-before" ] && size+=(--arl-before "$BIN/arl-before")
         ARL_PEER_VENV=$("$py" -c 'import sys; print(sys.prefix)') "$py" scripts/bench/peer.py compare --arl "$arl" \
             --model "$big" --backend "$gpu" --dtype bf16 "${size[@]}" | tee "$out/peer.md"
     }
@@ -173,13 +186,14 @@ run)
     export arl gpu big small gen score out BIN
     export -f crosscheck peer bench run_tools tch_cuda tests
     # Caps from the first run on an H200 (results/gpu-check-h200/): stage 1 took 46 s,
-    # stage 2 158 s, one `bench gen` ≈30 s, `arl run`'s evaluations ≈40 s each at 256 tokens.
+    # stage 2 158 s (+≈60 s with a before column), one `bench gen` ≈30 s, `arl run`'s
+    # evaluations ≈40 s each at 256 tokens.
     stage "1 crosscheck cpu,$gpu" 75 crosscheck
-    stage "2 peer benchmark on $gpu" 180 peer
-    stage "3 bench gen $gpu f32, bf16" 80 bench
-    stage "4 arl run --env tools --backend $gpu" 150 run_tools
-    stage "5 tch-cuda crosscheck, bench score, bench gen" 90 tch_cuda
-    stage "6 CUDA-side tests" 60 tests
+    stage "2 peer benchmark on $gpu" 270 peer
+    stage "3 CUDA-side tests" 60 tests
+    stage "4 bench gen $gpu f32, bf16" 80 bench
+    stage "5 arl run --env tools --backend $gpu" 150 run_tools
+    stage "6 tch-cuda crosscheck, bench score, bench gen" 90 tch_cuda
     echo "== done in ${SECONDS}s"
     ;;
 *)

@@ -33,6 +33,9 @@ fi
 
 # The CUDA backend compiles without a GPU or toolkit (compile only; scripts/gpu-check.sh runs it
 # on a GPU). CUDARC_CUDA_VERSION matches the GPU machine's driver. ARL_SKIP_CUDA_BUILD=1 skips.
+# The `fusion` feature (burn's kernel fusion and autotuning on top) is not compiled here: it
+# recompiles cubecl and burn-cubecl with other features, 18 min more on 2 cores (measured 4 Dec);
+# `ARL_GPU_FEATURES=fusion scripts/gpu-check.sh build` compiles it.
 if [ "${ARL_SKIP_CUDA_BUILD:-0}" != 1 ]; then
     echo "== cargo build --features cuda (compile only)"
     CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" cargo build --locked -p arl-cli --features cuda

@@ -158,3 +158,27 @@ fn cuda_cpu_and_cuda_agree_on_every_fixture_within_1e_4_in_f32_not_tf32() {
         eprintln!("{name}: cpu vs cuda max |Δ logprob| {:.2e}", doc["pairs"][0]["max_abs_diff"].as_f64().unwrap());
     }
 }
+
+/// Needs a GPU at run time (scripts/gpu-check.sh). The update, not only the forward pass: one
+/// GRPO step's loss and gradient norm (`arl bench score`, the same weights and sequences on both
+/// sides) on `cuda` match `cpu` in f32: autodiff on the GPU, and with the `fusion` feature
+/// burn's fused kernels too.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_update_gradient_norm_matches_cpu_within_1e_4_relative_in_f32() {
+    let score = |name: &str, backend: &str| -> (f64, f64) {
+        let dir = fixture(name);
+        let args = ["bench", "score", "--model", dir.to_str().unwrap(), "--backend", backend];
+        let out = arl(&[&args[..], &["--batch", "2", "--seq-len", "24", "--policy-frac", "0.5", "--steps", "1"]].concat())
+            .unwrap_or_else(|e| panic!("{name} {backend}: {e}"));
+        let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+        (doc["first_loss"].as_f64().unwrap(), doc["first_grad_norm"].as_f64().unwrap())
+    };
+    for name in ["qwen3-a", "llama"] {
+        let ((cpu_loss, cpu_norm), (cuda_loss, cuda_norm)) = (score(name, "cpu"), score(name, "cuda"));
+        let rel = (cuda_norm - cpu_norm).abs() / cpu_norm;
+        eprintln!("{name}: grad norm cpu {cpu_norm:.6} cuda {cuda_norm:.6} (relative {rel:.1e}); loss {cpu_loss} / {cuda_loss}");
+        assert!(cpu_norm > 0.0 && rel <= 1e-4, "{name}: {cpu_norm} vs {cuda_norm}");
+        assert!((cuda_loss - cpu_loss).abs() <= 1e-5, "{name}: loss {cpu_loss} vs {cuda_loss}");
+    }
+}

@@ -52,6 +52,7 @@ fn models() -> Vec<(String, String)> {
 fn backend_about(b: BackendKind) -> &'static str {
     match b {
         BackendKind::Cpu => "burn-flex, pure Rust CPU",
+        BackendKind::Cuda if cfg!(feature = "fusion") => "burn-cuda with kernel fusion (libcuda and NVRTC loaded at run time)",
         BackendKind::Cuda => "burn-cuda (libcuda and NVRTC loaded at run time)",
         BackendKind::Tch => "libtorch on the CPU",
         BackendKind::TchCuda => "libtorch on a CUDA GPU",
