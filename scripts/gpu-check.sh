@@ -68,12 +68,10 @@ build)
 run)
     out="${2:-results/gpu-check}"
     mkdir -p "$out"
-    # The binaries: bin.tar.xz unpacked into dist/gpu/ (Python's lzma where there is no xz),
-    # and dist/tch-cuda/arl.xz beside itself.
+    # The binaries, with Python's lzma (the GPU machine may have no xz): bin.tar.xz unpacked
+    # into dist/gpu/, and dist/tch-cuda/arl.xz beside itself.
     if [ -f "$BIN/bin.tar.xz" ] && [ ! -x "$BIN/arl" ]; then
-        if command -v xz >/dev/null; then xz -dc "$BIN/bin.tar.xz" | tar -C "$BIN" -xf -; else
-            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BIN/bin.tar.xz" "$BIN"
-        fi
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BIN/bin.tar.xz" "$BIN"
     fi
     if [ -f dist/tch-cuda/arl.xz ] && [ ! -x dist/tch-cuda/arl ]; then
         python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
