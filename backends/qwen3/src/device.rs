@@ -47,6 +47,17 @@ pub enum DeviceError {
     DTypeUnsupported { backend: BackendKind, dtype: &'static str },
 }
 
+/// `f()` on one of rayon's threads, the pool burn-flex's kernels run on: a parallel op then
+/// splits its work from that thread and runs a part there, where from outside the pool each op
+/// is queued and the caller put to sleep and woken again. For a decode step (~250 parallel
+/// products of 1–8 rows on SmolLM2's shape) that is ≈ 10 % of its time; not for large ops:
+/// a prefill of 16 × 768 tokens and an update were slower there, as a second thread's malloc
+/// arena maps large buffers afresh each time (results/bench-peer-cpu.md, session 21).
+/// Harmless on other backends, which do not use the pool; a call from inside it runs in place.
+pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
+}
+
 /// `"cpu" | "cuda" | "tch" | "tch-cuda"` → the kind (whether or not it is compiled in).
 pub fn parse_backend(text: &str) -> Result<BackendKind, DeviceError> {
     BackendKind::from_name(text).ok_or_else(|| DeviceError::UnknownBackend(text.to_string()))

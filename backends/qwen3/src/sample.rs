@@ -172,11 +172,16 @@ pub fn generate_cached<B: Backend>(
             })
             .collect();
         let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, l + 1]), &device);
-        let hidden = model.hidden(&ids, &positions, Some(bias), Some(&mut kv));
+        let rows = (live.len() < slots.len()).then(|| index(&live));
+        logits = crate::device::on_pool(|| {
+            let hidden = model.hidden(&ids, &positions, Some(bias), Some(&mut kv));
+            // The LM head on the live rows only.
+            model.head(match rows {
+                Some(rows) => hidden.select(0, rows),
+                None => hidden,
+            })
+        });
         timings.decode_tokens += live.len();
-        // The LM head on the live rows only.
-        let hidden = if live.len() == slots.len() { hidden } else { hidden.select(0, index(&live)) };
-        logits = model.head(hidden);
     }
 }
 

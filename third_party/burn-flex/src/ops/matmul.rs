@@ -1095,6 +1095,15 @@ mod small_m {
     /// Weight rows per block of [`tiles`] (a tile's accumulators stay in registers over it).
     const BLOCK: usize = 16;
 
+    /// How many blocks ahead [`tile`] asks for the weights' lines, and it asks for them in L2.
+    /// A tile walks its columns down the rows, a line or two per row `n` floats apart, so the
+    /// lines of a block share few L1 sets (one, for the 49,152-float rows of an LM head), and
+    /// the hardware prefetchers do not follow the walk. Fetching the next block into L1 (as
+    /// first written) arrived late and was evicted early: on a decode step's products on
+    /// SmolLM2's shape (8 rows, 540 MB of weights), 31 ms against 23 ms two blocks ahead into
+    /// L2, i.e. ≈ 23 GB/s, this machine's read bandwidth (results/bench-peer-cpu.md, session 21).
+    const AHEAD: usize = 2;
+
     /// [`panel_avx512`] for `M` rows.
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     #[inline(always)]
@@ -1152,10 +1161,13 @@ mod small_m {
                     }
                 }
             }
-            // The next block's lines of this tile, while this one is multiplied.
-            for r in rows.end..(rows.end + BLOCK).min(p.k) {
+            // This tile's lines [`AHEAD`] blocks on (from the first block, every block up to
+            // there), into L2, while this block is multiplied.
+            let ahead = rows.end + (AHEAD - 1) * BLOCK;
+            let from = if rows.start == 0 { rows.end } else { ahead };
+            for r in from.min(p.k)..(ahead + BLOCK).min(p.k) {
                 for v in 0..V {
-                    _mm_prefetch::<_MM_HINT_T0>(wp.add(r * p.w_stride + j0 + t + 16 * v) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T1>(wp.add(r * p.w_stride + j0 + t + 16 * v) as *const i8);
                 }
             }
             for r in rows {
