@@ -49,10 +49,11 @@ pub enum DeviceError {
 
 /// `f()` on one of rayon's threads, the pool burn-flex's kernels run on: a parallel op then
 /// splits its work from that thread and runs a part there, where from outside the pool each op
-/// is queued and the caller put to sleep and woken again. For a decode step (~250 parallel
-/// products of 1–8 rows on SmolLM2's shape) that is ≈ 10 % of its time; not for large ops:
-/// a prefill of 16 × 768 tokens and an update were slower there, as a second thread's malloc
-/// arena maps large buffers afresh each time (results/bench-peer-cpu.md, session 21).
+/// is queued and the caller put to sleep and woken again. For a decode step (≈ 270 parallel
+/// products on SmolLM2's shape) that took 63 steps 1.89–2.89 s, against 1.78–1.95 s on the
+/// pool. Not for large ops: a prefill of
+/// 16 × 768 tokens and an update were slower there and took more memory, probably as a worker's
+/// malloc arena maps large buffers afresh each time (results/bench-peer-cpu.md, session 21).
 /// Harmless on other backends, which do not use the pool; a call from inside it runs in place.
 pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
