@@ -871,7 +871,7 @@ fn matmul_batched_i64(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
 /// weights `[k, n]` are walked once, row after row, into `m` rows of accumulators per column
 /// panel (panels in parallel), and a product whose right side is a transposed row-major matrix
 /// (the keys; the tied LM head `h · Eᵀ`) is `m · n` dot products — which also serve its
-/// transpose, many rows against at most 8 columns (the head computed as `E · hᵀ`, reading the
+/// transpose, many rows against at most `MAX_ROWS` columns (the head computed as `E · hᵀ`, reading the
 /// embedding in its stored order). Each output element is summed in an order that depends
 /// only on `k`, the same on AVX2 and AVX-512: a row's result does not depend on how many rows
 /// are multiplied with it, on the panels, on the batch, on the threads or on the ISA.
@@ -882,7 +882,10 @@ mod small_m {
     use crate::FlexTensor;
 
     /// Rows up to which the kernels are used (a decode step of up to this many sequences).
-    pub(crate) const MAX_ROWS: usize = 8;
+    /// Up to 8 the AVX-512 tiles hold 32 columns of every row's sums in registers, 9–16 rows
+    /// 16 columns; `gemm` took a 9- to 16-row decode step's products at 2.2–2.7× the 8-row
+    /// step's time (results/bench-peer-cpu.md, session 21).
+    pub(crate) const MAX_ROWS: usize = 16;
 
     /// `lhs · rhs` for f32 `[.., m, k] · [.., k, n]` with the same batch dimensions (no
     /// broadcasting), `lhs` rows contiguous, and either `m ≤` [`MAX_ROWS`] with `rhs` row-major
@@ -1034,7 +1037,7 @@ mod small_m {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         fn run_rows(&self, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
             let n = self.n;
-            // About one panel per thread, at most 4096 columns (8 rows of accumulators: 128 KiB).
+            // About one panel per thread, at most 4096 columns (16 rows of accumulators: 256 KiB).
             let width = n.div_ceil(threads).next_multiple_of(16).clamp(16, 4096).min(n);
             let out_addr = out.as_mut_ptr() as usize;
             let panel = |j0: usize| {
@@ -1068,7 +1071,7 @@ mod small_m {
     }
 
     /// [`panel`]'s sums on AVX-512, in register tiles: for a block of [`BLOCK`] weight rows,
-    /// each tile of up to 32 columns keeps all `m` rows' accumulators in registers across the
+    /// each tile of up to 32 columns (16 beyond 8 rows) keeps all `m` rows' accumulators in registers across the
     /// block (loaded from and stored to the panel's accumulators between blocks) and asks for
     /// the next block's lines of the tile ahead of time. Every element is the same sequence
     /// of FMAs as in [`panel`] (from +0, over `r` in increasing order), so the two agree bit
@@ -1087,7 +1090,15 @@ mod small_m {
                 5 => tiles::<5>(p, x, w, out, j0, cols),
                 6 => tiles::<6>(p, x, w, out, j0, cols),
                 7 => tiles::<7>(p, x, w, out, j0, cols),
-                _ => tiles::<8>(p, x, w, out, j0, cols),
+                8 => tiles::<8>(p, x, w, out, j0, cols),
+                9 => tiles::<9>(p, x, w, out, j0, cols),
+                10 => tiles::<10>(p, x, w, out, j0, cols),
+                11 => tiles::<11>(p, x, w, out, j0, cols),
+                12 => tiles::<12>(p, x, w, out, j0, cols),
+                13 => tiles::<13>(p, x, w, out, j0, cols),
+                14 => tiles::<14>(p, x, w, out, j0, cols),
+                15 => tiles::<15>(p, x, w, out, j0, cols),
+                _ => tiles::<16>(p, x, w, out, j0, cols),
             }
         }
     }
@@ -1116,7 +1127,8 @@ mod small_m {
             let mut t = 0;
             // SAFETY (each tile): columns j0 + t .. j0 + t + width lie inside the panel and
             // rows r0..r1 inside the weights; masked lanes are neither read nor written.
-            while t + 32 <= cols {
+            // Two vectors per row up to 8 rows (16 accumulators), one beyond (up to 16).
+            while M <= 8 && t + 32 <= cols {
                 unsafe { tile::<M, 2>(p, x, w, &mut acc, j0, cols, t, 16, r0..r1) };
                 t += 32;
             }
@@ -1263,6 +1275,14 @@ mod small_m {
                 6 => dots_many::<6>(p, x, w, out, rows, cols, by_rows),
                 7 => dots_many::<7>(p, x, w, out, rows, cols, by_rows),
                 8 => dots_many::<8>(p, x, w, out, rows, cols, by_rows),
+                9 => dots_many::<9>(p, x, w, out, rows, cols, by_rows),
+                10 => dots_many::<10>(p, x, w, out, rows, cols, by_rows),
+                11 => dots_many::<11>(p, x, w, out, rows, cols, by_rows),
+                12 => dots_many::<12>(p, x, w, out, rows, cols, by_rows),
+                13 => dots_many::<13>(p, x, w, out, rows, cols, by_rows),
+                14 => dots_many::<14>(p, x, w, out, rows, cols, by_rows),
+                15 => dots_many::<15>(p, x, w, out, rows, cols, by_rows),
+                16 => dots_many::<16>(p, x, w, out, rows, cols, by_rows),
                 _ => dots(p, x, w, out, rows, cols),
             }
         }
