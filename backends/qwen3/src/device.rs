@@ -49,12 +49,12 @@ pub enum DeviceError {
 
 /// `f()` on one of rayon's threads, the pool burn-flex's kernels run on: a parallel op then
 /// splits its work from that thread and runs a part there, where from outside the pool each op
-/// is queued and the caller put to sleep and woken again. For a decode step (≈ 270 parallel
-/// products on SmolLM2's shape) that took 63 steps 1.89–2.89 s, against 1.78–1.95 s on the
-/// pool. Not for large ops: a prefill of
-/// 16 × 768 tokens and an update were slower there and took more memory, probably as a worker's
-/// malloc arena maps large buffers afresh each time (results/bench-peer-cpu.md, session 21).
-/// Harmless on other backends, which do not use the pool; a call from inside it runs in place.
+/// is queued and the caller put to sleep and woken again. 63 decode steps on SmolLM2's shape
+/// (≈ 270 parallel products each) took 1.89–2.89 s that way, 1.78–1.95 s on the pool. Not for
+/// large ops: a prefill of 16 × 768 tokens and an update were slower there and took more
+/// memory, probably as a worker's malloc arena maps large buffers afresh each time
+/// (results/bench-peer-cpu.md, session 21). Harmless on other backends, which do not use the
+/// pool; a call from inside it runs in place.
 pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
 }

@@ -871,8 +871,8 @@ fn matmul_batched_i64(lhs: FlexTensor, rhs: FlexTensor) -> FlexTensor {
 /// weights `[k, n]` are walked once, row after row, into `m` rows of accumulators per column
 /// panel (panels in parallel), and a product whose right side is a transposed row-major matrix
 /// (the keys; the tied LM head `h · Eᵀ`) is `m · n` dot products — which also serve its
-/// transpose, many rows against at most `MAX_ROWS` columns (the head computed as `E · hᵀ`, reading the
-/// embedding in its stored order). Each output element is summed in an order that depends
+/// transpose, many rows against at most `MAX_ROWS` columns (the head computed as `E · hᵀ`,
+/// reading the embedding in its stored order). Each output element is summed in an order that depends
 /// only on `k`, the same on AVX2 and AVX-512: a row's result does not depend on how many rows
 /// are multiplied with it, on the panels, on the batch, on the threads or on the ISA.
 mod small_m {
@@ -1071,9 +1071,9 @@ mod small_m {
     }
 
     /// [`panel`]'s sums on AVX-512, in register tiles: for a block of [`BLOCK`] weight rows,
-    /// each tile of up to 32 columns (16 beyond 8 rows) keeps all `m` rows' accumulators in registers across the
-    /// block (loaded from and stored to the panel's accumulators between blocks) and asks for
-    /// the next block's lines of the tile ahead of time. Every element is the same sequence
+    /// each tile of up to 32 columns (16 beyond 8 rows) keeps all `m` rows' accumulators in
+    /// registers across the block (loaded from and stored to the panel's accumulators between
+    /// blocks) and asks for the tile's lines [`AHEAD`] blocks on ahead of time. Every element is the same sequence
     /// of FMAs as in [`panel`] (from +0, over `r` in increasing order), so the two agree bit
     /// for bit; here an accumulator is not reloaded for every four terms, and the weights
     /// arrive from memory while the previous block is multiplied (with [`dots_many`], a decode
