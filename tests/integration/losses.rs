@@ -1,7 +1,7 @@
 //! The loss family through the command line: presets, `arl loss eval`, `arl advantages`,
 //! and the refusals, against the reference fixture of arl-losses.
 
-use arl_tests::arl;
+use arl_tests::{ScratchDir, arl, scratch_dir};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -12,13 +12,13 @@ fn case(name: &str) -> Value {
     fixture()["losses"].as_array().unwrap().iter().find(|c| c["case"] == name).unwrap().clone()
 }
 
-/// Write `doc` to a temporary JSON file named after the test.
-fn temp_json(tag: &str, doc: &Value) -> String {
-    let dir = std::env::temp_dir().join(format!("arl-losses-cli-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Write `doc` to `input.json` in a scratch directory named after the test (removed when the
+/// returned guard drops, unless the test panicked); returns the guard and the file's path.
+fn temp_json(tag: &str, doc: &Value) -> (ScratchDir, String) {
+    let dir = scratch_dir(&format!("losses-cli-{tag}"));
     let path = dir.join("input.json");
     std::fs::write(&path, serde_json::to_string(doc).unwrap()).unwrap();
-    path.display().to_string()
+    (dir, path.display().to_string())
 }
 
 const SANDBOX: [&str; 2] = ["--sandbox", "test-null"];
@@ -107,7 +107,7 @@ fn a_setting_that_does_not_apply_to_the_loss_fails_in_one_line() {
 
 #[test]
 fn loss_eval_reproduces_the_reference() {
-    let path = temp_json("eval", &fixture()["batch"]);
+    let (_dir, path) = temp_json("eval", &fixture()["batch"]);
     let out: Value = serde_json::from_str(&arl(&["loss", "eval", "--loss", "ppo", "--input", &path]).unwrap()).unwrap();
     let want = case("ppo");
     assert!((out["loss"].as_f64().unwrap() - want["expected_loss"].as_f64().unwrap()).abs() < 1e-9, "{out}");
@@ -137,7 +137,7 @@ fn loss_eval_reproduces_the_reference() {
 
 #[test]
 fn loss_eval_refusals_are_one_line() {
-    let path = temp_json("refuse", &fixture()["batch"]);
+    let (_dir, path) = temp_json("refuse", &fixture()["batch"]);
     let err = arl(&["loss", "eval", "--loss", "is", "--set", "clip_high=0.3", "--input", &path]).unwrap_err();
     assert!(err.starts_with("loss `is`: setting `loss.clip_high` does not apply"), "{err}");
     let err = arl(&["loss", "eval", "--loss", "grpo", "--aggregation", "mean", "--input", &path]).unwrap_err();
@@ -154,7 +154,7 @@ fn advantages_reproduce_the_reference() {
         if let Some(counts) = case.get("token_counts") {
             input["token_counts"] = counts.clone();
         }
-        let path = temp_json(&format!("adv-{}", case["case"].as_str().unwrap()), &input);
+        let (_dir, path) = temp_json(&format!("adv-{}", case["case"].as_str().unwrap()), &input);
         let mut args = vec!["advantages".to_string(), "--advantage".into(), case["estimator"].as_str().unwrap().into()];
         for (k, v) in case["config"].as_object().unwrap() {
             args.push("--set".into());
@@ -178,7 +178,7 @@ fn advantages_reproduce_the_reference() {
 fn advantages_with_response_lengths_reproduce_verl() {
     let fx: Value = serde_json::from_str(include_str!("../../losses/tests/fixtures/verl.json")).unwrap();
     let input = serde_json::json!({ "rewards": fx["rewards"], "group_ids": fx["group_ids"], "response_tokens": fx["response_tokens"] });
-    let path = temp_json("adv-verl", &input);
+    let (_dir, path) = temp_json("adv-verl", &input);
     let cases = fx["advantages"].as_array().unwrap();
     assert_eq!(cases.len(), 5);
     for case in cases {

@@ -158,6 +158,7 @@ mod tests {
         let err = resolve_in("smollm2-135m", &cache).unwrap_err().to_string();
         assert!(err.contains("scripts/setup/smollm2.sh") && err.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "{err}");
         assert!(!cache.join("models").exists(), "nothing written");
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]
@@ -169,6 +170,7 @@ mod tests {
         let err = resolve_in("smollm2-135m", &cache).unwrap_err().to_string();
         assert!(err.contains("sha256") && err.contains("b179c9523d0e6a0f"), "{err}");
         assert!(!cache.join("models").exists(), "nothing written");
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]

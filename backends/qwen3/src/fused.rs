@@ -49,9 +49,17 @@ pub struct Upstream<'a> {
 /// `∂z = (g_lp·(onehot − p) − g_H·p·(log p + H)) / T`, as [`crate::head::DeferredHead`] forms it.
 pub fn logits_grad(logits: &mut [f32], vocab: usize, targets: &[u32], inv_t: f32, lse: &[f32], up: &Upstream) {
     assert_eq!(logits.len(), vocab * targets.len(), "logits are not [rows, vocab]");
-    logits.par_chunks_mut(vocab).enumerate().for_each(|(r, row)| {
+    block_grad(logits, vocab, 0, targets, inv_t, lse, up);
+}
+
+/// [`logits_grad`] on columns `v0 .. v0 + width` of each row only (`block` is `[rows, width]`):
+/// a row's one-hot term lands here only when its target is in those columns.
+pub fn block_grad(block: &mut [f32], width: usize, v0: usize, targets: &[u32], inv_t: f32, lse: &[f32], up: &Upstream) {
+    assert_eq!(block.len(), width * targets.len(), "the block is not [rows, width]");
+    block.par_chunks_mut(width).enumerate().for_each(|(r, row)| {
         let ent = up.entropy.map(|(g, h)| (g[r], h[r]));
-        grad(row, targets[r] as usize, inv_t, lse[r], up.logprob[r], ent);
+        let target = (targets[r] as usize).checked_sub(v0).filter(|&t| t < width);
+        grad(row, target, inv_t, lse[r], up.logprob[r], ent);
     });
 }
 
@@ -64,30 +72,52 @@ pub fn accumulate_weight_grad(acc: &mut [f32], dz: &[f32], h: &[f32], rows: usiz
     assert_eq!(acc.len(), vocab * hidden, "the accumulator is not the weight's size");
     assert_eq!((dz.len(), h.len()), (rows * vocab, rows * hidden), "dz or h is not [rows, ·]");
     let (v, hd) = (vocab as isize, hidden as isize);
-    // gemm: dst[m, n] = alpha·dst + beta·lhs[m, k]·rhs[k, n], every operand by (column, row) strides; k = rows.
-    let (m, n, dst_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs) = if tied {
-        // [V, H] = dzᵀ [V, rows] · h [rows, H].
-        (vocab, hidden, hd, dz.as_ptr(), v, 1, h.as_ptr(), 1, hd)
-    } else {
-        // [H, V] = hᵀ [H, rows] · dz [rows, V].
-        (hidden, vocab, v, h.as_ptr(), hd, 1, dz.as_ptr(), 1, v)
-    };
-    // SAFETY: the pointers and strides address exactly the asserted extents of `acc`, `dz`, `h`.
+    let (dz, h) = (dz.as_ptr(), h.as_ptr());
+    // SAFETY: the views address exactly the asserted extents of `acc`, `dz`, `h`.
+    unsafe {
+        if tied {
+            // [V, H] += dzᵀ [V, rows] · h [rows, H].
+            product(vocab, hidden, rows, acc.as_mut_ptr(), hd, true, View { ptr: dz, rs: 1, cs: v }, View { ptr: h, rs: hd, cs: 1 });
+        } else {
+            // [H, V] += hᵀ [H, rows] · dz [rows, V].
+            product(hidden, vocab, rows, acc.as_mut_ptr(), v, true, View { ptr: h, rs: 1, cs: hd }, View { ptr: dz, rs: v, cs: 1 });
+        }
+    }
+}
+
+/// A strided f32 matrix operand of [`product`]: element `(i, j)` at `ptr + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct View {
+    pub ptr: *const f32,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// `dst = lhs · rhs` (`[m, k] · [k, n]`), or `dst += lhs · rhs` with `accumulate`, by `gemm`
+/// on rayon's pool; `dst` is row-major with rows `dst_rs` apart.
+///
+/// # Safety
+/// Each operand addresses memory valid for its extent, and `dst` overlaps neither input.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn product(m: usize, n: usize, k: usize, dst: *mut f32, dst_rs: isize, accumulate: bool, lhs: View, rhs: View) {
+    // gemm: dst = alpha·dst + beta·lhs·rhs; it reads dst only with `read_dst`. Strides are
+    // passed (column, row).
+    // SAFETY: forwarded from the caller.
     unsafe {
         gemm::gemm(
             m,
             n,
-            rows,
-            acc.as_mut_ptr(),
+            k,
+            dst,
             1,
             dst_rs,
-            true,
-            lhs,
-            lhs_cs,
-            lhs_rs,
-            rhs,
-            rhs_cs,
-            rhs_rs,
+            accumulate,
+            lhs.ptr,
+            lhs.cs,
+            lhs.rs,
+            rhs.ptr,
+            rhs.cs,
+            rhs.rs,
             1.0f32,
             1.0f32,
             false,
@@ -126,10 +156,60 @@ macro_rules! multiversion {
 }
 
 multiversion!(stats(row: &[f32], target: usize, inv_t: f32) -> RowStats = stats_impl);
-multiversion!(grad(row: &mut [f32], target: usize, inv_t: f32, lse: f32, g: f32, ent: Option<(f32, f32)>) -> () = grad_impl);
+multiversion!(partial(row: &[f32], inv_t: f32) -> Partial = partial_impl);
+multiversion!(grad(row: &mut [f32], target: Option<usize>, inv_t: f32, lse: f32, g: f32, ent: Option<(f32, f32)>) -> () = grad_impl);
+
+/// A row's (or a block of a row's) softmax sums at `1/T`, shifted by its maximum: `m = max z/T`,
+/// `s = Σ exp(z/T − m)`, `sz = Σ exp(z/T − m)·(z/T − m)`. Blocks of one row combine with
+/// [`Partial::merge`]; [`Partial::finish`] turns the whole row's into [`RowStats`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Partial {
+    pub m: f32,
+    pub s: f64,
+    pub sz: f64,
+}
+
+impl Partial {
+    /// The sums of no logits.
+    pub const EMPTY: Partial = Partial { m: f32::NEG_INFINITY, s: 0.0, sz: 0.0 };
+
+    /// The sums over both parts, on the larger shift: with `d = m_part − m`,
+    /// `Σ e^(x−m) = e^d·s_part` and `Σ e^(x−m)(x−m) = e^d·(sz_part + d·s_part)`.
+    pub fn merge(self, other: Partial) -> Partial {
+        let m = if other.m > self.m { other.m } else { self.m };
+        let shift = |p: Partial| {
+            if p.s == 0.0 {
+                return (0.0, 0.0);
+            }
+            let d = p.m as f64 - m as f64;
+            let f = d.exp();
+            (f * p.s, f * (p.sz + d * p.s))
+        };
+        let ((s1, z1), (s2, z2)) = (shift(self), shift(other));
+        Partial { m, s: s1 + s2, sz: z1 + z2 }
+    }
+
+    /// The row's statistics, given its target's scaled logit `z_target/T` (in f64).
+    pub fn finish(self, target_scaled: f64) -> RowStats {
+        // lse = m + ln s; H = lse − Σ p·z/T = ln s − sz/s (the shift m cancels).
+        let lse = self.m as f64 + self.s.ln();
+        RowStats { logprob: (target_scaled - lse) as f32, lse: lse as f32, entropy: (self.s.ln() - self.sz / self.s) as f32 }
+    }
+}
+
+/// [`Partial`] sums of each row of `z` (rows of `width`) at `inv_t`, rows in parallel.
+pub fn partials(z: &[f32], width: usize, inv_t: f32) -> Vec<Partial> {
+    assert_eq!(z.len() % width.max(1), 0, "z is not [rows, width]");
+    z.par_chunks(width).map(|row| partial(row, inv_t)).collect()
+}
 
 #[inline(always)]
 fn stats_impl(row: &[f32], target: usize, inv_t: f32) -> RowStats {
+    partial_impl(row, inv_t).finish(row[target] as f64 * inv_t as f64)
+}
+
+#[inline(always)]
+fn partial_impl(row: &[f32], inv_t: f32) -> Partial {
     // m = max z/T (a NaN does not win here, but it turns the sums below into NaN).
     let mut mx = [f32::NEG_INFINITY; LANES];
     let (body, tail) = row.split_at(row.len() - row.len() % LANES);
@@ -161,13 +241,11 @@ fn stats_impl(row: &[f32], target: usize, inv_t: f32) -> RowStats {
         s_sum += e as f64;
         sz_sum += (e * x) as f64;
     }
-    // lse = m + ln s; H = lse − Σ p·z/T = ln s − sz/s (the shift m cancels).
-    let lse = m as f64 + s_sum.ln();
-    RowStats { logprob: (row[target] as f64 * inv_t as f64 - lse) as f32, lse: lse as f32, entropy: (s_sum.ln() - sz_sum / s_sum) as f32 }
+    Partial { m, s: s_sum, sz: sz_sum }
 }
 
 #[inline(always)]
-fn grad_impl(row: &mut [f32], target: usize, inv_t: f32, lse: f32, g: f32, ent: Option<(f32, f32)>) {
+fn grad_impl(row: &mut [f32], target: Option<usize>, inv_t: f32, lse: f32, g: f32, ent: Option<(f32, f32)>) {
     match ent {
         // ∂z_j = −p_j·(g + g_H·(log p_j + H)) / T.
         Some((ge, h)) => {
@@ -182,7 +260,9 @@ fn grad_impl(row: &mut [f32], target: usize, inv_t: f32, lse: f32, g: f32, ent: 
             }
         }
     }
-    row[target] += g * inv_t;
+    if let Some(t) = target {
+        row[t] += g * inv_t;
+    }
 }
 
 /// `e^x` in f32 to about 2 ulp, branch-free so loops over it vectorize: Cephes' `expf`

@@ -13,12 +13,17 @@
 //!   multiplies it into `∂h` and `∂W`, and returns `Σ h·∂h + Σ W·∂W`, whose backward carries
 //!   exactly the head's gradient into the body and the head weight. Memory: one chunk of
 //!   logits whatever the number of policy tokens; cost: the head's matmul once more.
+//!
+//! On a host device (burn-flex) the element-wise work runs fused ([`fused`]), and with f32
+//! weights a chunk is a group of rows against a block of the vocabulary rather than a few
+//! rows against all of it ([`crate::host_head`]: the weight is then read once per group).
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
+use burn::tensor::{DType, IndexingUpdateOp, Int, Tensor, TensorData};
 
 use crate::Qwen3;
 use crate::fused;
+use crate::host_head::{Blocks, HostHead};
 use crate::layers::{to_dtype, to_f32};
 
 /// Logits per chunk (4M: 16 MiB in f32); the rows per chunk follow from the vocabulary.
@@ -202,6 +207,18 @@ impl<B: AutodiffBackend> DeferredHead<B> {
             let v = |t: &Tensor<B::InnerBackend, 1>| t.clone().into_data().convert::<f32>().into_vec::<f32>().expect("f32 values");
             (v(&self.lse), v(&g_lp), g_ent.as_ref().zip(self.entropy_values.as_ref()).map(|(g, e)| (v(g), v(e))))
         });
+        if let Some((lse, g_lp, ent)) = &on_host
+            && let Some(host) = inner.host()
+        {
+            // f32 on a host device: by vocabulary blocks (`host_head`).
+            let up = fused::Upstream { logprob: g_lp, entropy: ent.as_ref().map(|(g, e)| (&g[..], &e[..])) };
+            let blocks = Blocks::for_budget(n, host.vocab, rows * host.vocab);
+            let tensor = |d: TensorData| Tensor::<B, 2>::from_data(d, &ad).inner();
+            let (gh, gw) = host.backward(&h, &self.targets, inv_t as f32, lse, &up, blocks, tensor);
+            let grad_h = Tensor::<B, 2>::from_data(TensorData::new(gh, [n, hidden]), &ad);
+            let grad_w = Tensor::<B, 2>::from_data(TensorData::new(gw, inner.weight.dims()), &ad);
+            return (self.normed * grad_h).sum() + (InnerHead::of(model).weight * grad_w).sum();
+        }
         for start in (0..n).step_by(rows) {
             let end = (start + rows).min(n);
             let c = end - start;
@@ -259,21 +276,22 @@ impl<B: AutodiffBackend> DeferredHead<B> {
     }
 }
 
-/// [`fused::RowStats`] of every row of `h` (`[n, hidden]`), `rows` at a time, on a host device.
+/// [`fused::RowStats`] of every row of `h` (`[n, hidden]`) on a host device: by vocabulary
+/// blocks ([`host_head`]) when the head's weight is f32, else `rows` at a time (a chunk of
+/// `rows` rows holds as many logits as a block does).
 fn host_stats<B: Backend>(head: &InnerHead<B>, h: &Tensor<B, 2>, targets: &[u32], temperature: f64, rows: usize) -> Vec<fused::RowStats> {
     let (n, hidden) = (h.dims()[0], h.dims()[1]);
+    let inv_t = (1.0 / temperature) as f32;
+    if let Some(host) = head.host() {
+        return host.stats(h, targets, inv_t, Blocks::for_budget(n, host.vocab, rows * host.vocab));
+    }
     let mut stats = Vec::with_capacity(n);
     for start in (0..n).step_by(rows) {
         let end = (start + rows).min(n);
         let z = head.project(h.clone().slice([start..end, 0..hidden]));
         let vocab = z.dims()[1];
         let data = z.into_data();
-        stats.extend(fused::row_stats(
-            data.as_slice::<f32>().expect("f32 logits"),
-            vocab,
-            &targets[start..end],
-            (1.0 / temperature) as f32,
-        ));
+        stats.extend(fused::row_stats(data.as_slice::<f32>().expect("f32 logits"), vocab, &targets[start..end], inv_t));
     }
     stats
 }
@@ -302,6 +320,12 @@ impl<B: Backend> InnerHead<B> {
             Some(w) => Self { weight: w.val(), tied: false },
             None => Self { weight: model.embed_tokens.val(), tied: true },
         }
+    }
+
+    /// The head by vocabulary blocks ([`HostHead`]), where its weight is f32 (the caller
+    /// knows the device is a host one).
+    fn host(&self) -> Option<HostHead<B>> {
+        (self.weight.dtype() == DType::F32).then(|| HostHead::new(self.weight.clone(), self.tied))
     }
 
     fn project(&self, normed: Tensor<B, 2>) -> Tensor<B, 2> {

@@ -26,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod fused;
 pub mod head;
+pub mod host_head;
 pub mod hub;
 pub mod layers;
 pub mod lora;

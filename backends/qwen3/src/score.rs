@@ -31,7 +31,9 @@ pub fn all_positions(sequences: &[Vec<u32>]) -> Vec<Vec<usize>> {
 }
 
 /// Score `sequences` (right-padded internally) at `positions` (per row, `1 ≤ t < len`) at
-/// `params.temperature`. The LM head runs [`head::chunk_rows`] rows at a time.
+/// `params.temperature`. The LM head holds [`head::CHUNK_LOGITS`] logits at a time:
+/// [`head::chunk_rows`] rows, or on a host device with f32 weights a group of rows against a
+/// block of the vocabulary ([`crate::host_head`]).
 pub fn score<B: Backend>(
     model: &Qwen3<B>,
     sequences: &[Vec<u32>],
@@ -65,7 +67,8 @@ pub fn score_deferred<B: AutodiffBackend>(
     score_deferred_with(model, sequences, positions, params, head::chunk_rows(model.config.vocab_size))
 }
 
-/// [`score_deferred`] with `chunk_rows` rows of logits per chunk.
+/// [`score_deferred`] with `chunk_rows` rows of logits per chunk (on the host path,
+/// `chunk_rows · vocab` logits per block).
 pub fn score_deferred_with<B: AutodiffBackend>(
     model: &Qwen3<B>,
     sequences: &[Vec<u32>],
