@@ -119,7 +119,11 @@ fn runs_table(runs: &[RunData]) -> String {
             .and_then(|x| num(x.get("wall_seconds")))
             .map(|w| format!("{:.0} min {:02.0} s", (w / 60.0).floor(), w % 60.0));
         let meta = r.results.as_ref().and_then(|x| x.get("meta"));
-        let commit = meta.and_then(|m| m.get("git_commit")).and_then(Value::as_str).map(|c| c.chars().take(10).collect::<String>());
+        // The short commit, and `-dirty` when the build had uncommitted changes (apps/arl/build.rs).
+        let commit = meta.and_then(|m| m.get("git_commit")).and_then(Value::as_str).map(|c| {
+            let short: String = c.chars().take(10).collect();
+            if c.ends_with("-dirty") { short + "-dirty" } else { short }
+        });
         let model = meta.and_then(|m| m.get("model_dir")).and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| c("model.source"));
         let _ = write!(
             s,
