@@ -233,6 +233,8 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     assert_eq!(episodes.len(), 2);
     assert_eq!((episodes[0]["response_tokens"].as_u64(), episodes[0]["finish"].as_str()), (Some(4), Some("length")));
     assert_eq!(results["after"]["tool_stats"]["turns"], 2, "{}", results["after"]);
+    // The run took less than `trainer.checkpoint_interval_s` (300 s): no step checkpoint, the final one.
+    assert!(!dir.join("checkpoints/step-00001").exists(), "a step checkpoint within the interval");
     // The checkpoint carries the tokenizer and template it was trained with.
     let final_dir = dir.join("checkpoints/final");
     for f in ["config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"] {
@@ -636,6 +638,7 @@ fn non_finite_steps_are_skipped_counted_and_stop_the_run_with_the_last_good_chec
     config.trainer.lr = 1e-2;
     config.trainer.micro = None;
     config.trainer.checkpoint_every = 1;
+    config.trainer.checkpoint_interval_s = 0.0;
     config.trainer.max_sampling_attempts = 1;
     config.trainer.skip_zero_variance = false;
     config.output.checkpoints = true;

@@ -131,6 +131,8 @@ fn command(out: &Path, extra: &[&str]) -> Command {
         "1e-3",
         "--set",
         "trainer.checkpoint_every=1",
+        "--set",
+        "trainer.checkpoint_interval_s=0",
         "--out",
     ]
     .map(String::from)

@@ -45,9 +45,15 @@ pub struct TrainerConfig {
     pub weight_decay: f64,
     /// Seed of the task order, the sampler and the evaluation's bootstrap.
     pub seed: u64,
-    /// Save a checkpoint every this many steps (0: only the final one). A resumed run
-    /// restarts after the last one, so 1 (the default) loses at most the step in progress.
+    /// Save a checkpoint every this many steps (0: only the final one), at most one per
+    /// `checkpoint_interval_s`. A resumed run restarts after the last one.
     pub checkpoint_every: u32,
+    /// Seconds that must pass after a checkpoint (or the run's start) before the next step
+    /// checkpoint is written (0: at every `checkpoint_every`-th step, so a kill loses at most
+    /// the step in progress). A checkpoint holds the weights and the optimizer's moments, three
+    /// times the model in f32: on the CPU main job 1.6 GB per step, 40 % of its wall clock when
+    /// written every step. The default, 300, loses at most five minutes and the step in progress.
+    pub checkpoint_interval_s: f64,
     /// How many `step-NNNNN` checkpoints to keep, newest first (0: all); `final` is always
     /// kept. Only the newest holds the optimizer state.
     pub keep_checkpoints: u32,
@@ -109,6 +115,7 @@ impl Default for TrainerConfig {
             weight_decay: 0.0,
             seed: 0,
             checkpoint_every: 1,
+            checkpoint_interval_s: 300.0,
             keep_checkpoints: 2,
             max_sampling_attempts: 1,
             skip_zero_variance: false,

@@ -125,6 +125,7 @@ fn ranges(c: &RunConfig) -> Result<(), ConfigError> {
     need_opt("trainer.gen_batch", t.gen_batch, AtLeast(1.0))?;
     need("trainer.grad_clip", t.grad_clip, AtLeast(0.0))?;
     need("trainer.weight_decay", t.weight_decay, AtLeast(0.0))?;
+    need("trainer.checkpoint_interval_s", t.checkpoint_interval_s, AtLeast(0.0))?;
     need("trainer.max_sampling_attempts", t.max_sampling_attempts.into(), AtLeast(1.0))?;
     need("trainer.overlong_penalty", t.overlong_penalty, AtLeast(0.0))?;
     need_opt("trainer.groups_in_flight", t.groups_in_flight, AtLeast(1.0))?;
@@ -448,6 +449,7 @@ mod tests {
             (&["trainer.micro=0"], "config key `trainer.micro`: 0 is out of range; valid: ≥ 1"),
             (&["trainer.gen_batch=0"], "config key `trainer.gen_batch`: 0 is out of range; valid: ≥ 1"),
             (&["trainer.grad_clip=-1"], "config key `trainer.grad_clip`: -1 is out of range; valid: ≥ 0"),
+            (&["trainer.checkpoint_interval_s=-1"], "config key `trainer.checkpoint_interval_s`: -1 is out of range; valid: ≥ 0"),
             (&["sampling.max_episode_tokens=0"], "config key `sampling.max_episode_tokens`: 0 is out of range; valid: ≥ 1"),
             (&["trainer.min_lr_ratio=2"], "config key `trainer.min_lr_ratio`: 2 is out of range; valid: 0 to 1"),
             (&["sampling.top_k=0"], "config key `sampling.top_k`: 0 is out of range; valid: ≥ 1"),

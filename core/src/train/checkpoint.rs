@@ -1,7 +1,8 @@
 //! Checkpoints that a killed run resumes from.
 //!
-//! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps, the newest
-//! `trainer.keep_checkpoints` of them kept) and
+//! Layout: `<out>/checkpoints/step-NNNNN/` (every `trainer.checkpoint_every` steps, at most one
+//! per `trainer.checkpoint_interval_s`: [`Cadence`]; the newest `trainer.keep_checkpoints` of
+//! them kept) and
 //! `<out>/checkpoints/final/`, each holding the policy's [`TrainablePolicy::save_state`]
 //! (HF weights + optimizer state), the codec's tokenizer and chat template
 //! ([`ChatCodec::save_files`], so `arl eval --model <checkpoint>` needs nothing else) and
@@ -68,7 +69,40 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// Keys that may differ between the checkpoint's run and the resuming one.
-const MAY_DIFFER: &[&str] = &["trainer.resume", "trainer.checkpoint_every", "trainer.keep_checkpoints", "output.dir", "output.checkpoints"];
+const MAY_DIFFER: &[&str] = &[
+    "trainer.resume",
+    "trainer.checkpoint_every",
+    "trainer.checkpoint_interval_s",
+    "trainer.keep_checkpoints",
+    "output.dir",
+    "output.checkpoints",
+];
+
+/// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once
+/// `trainer.checkpoint_interval_s` has passed since the last one was written (or since the
+/// run, or its resumption, started).
+pub struct Cadence {
+    every: u32,
+    interval: std::time::Duration,
+    last: std::time::Instant,
+}
+
+impl Cadence {
+    pub fn new(trainer: &crate::config::TrainerConfig) -> Self {
+        let interval = std::time::Duration::from_secs_f64(trainer.checkpoint_interval_s.max(0.0));
+        Self { every: trainer.checkpoint_every, interval, last: std::time::Instant::now() }
+    }
+
+    /// Whether to write one after `steps_done` steps.
+    pub fn due(&self, steps_done: u32) -> bool {
+        self.every > 0 && steps_done.is_multiple_of(self.every) && self.last.elapsed() >= self.interval
+    }
+
+    /// A checkpoint was just written.
+    pub fn written(&mut self) {
+        self.last = std::time::Instant::now();
+    }
+}
 
 pub fn checkpoints_dir(out: &Path) -> PathBuf {
     out.join("checkpoints")
@@ -183,7 +217,7 @@ pub fn resume(
         return Err(TrainError::Config(crate::ConfigError::Invalid {
             key: "trainer.resume".into(),
             message: format!(
-                "no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps); run without --resume to start",
+                "no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps, at most one per trainer.checkpoint_interval_s); run without --resume to start",
                 checkpoints_dir(out).display()
             ),
         }));
@@ -232,6 +266,24 @@ fn flatten(config: &RunConfig) -> BTreeMap<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cadence_waits_out_the_interval() {
+        let mut t = crate::config::TrainerConfig { checkpoint_every: 2, checkpoint_interval_s: 0.0, ..Default::default() };
+        let every_other = Cadence::new(&t);
+        assert_eq!((1..=6).map(|s| every_other.due(s)).collect::<Vec<_>>(), [false, true, false, true, false, true]);
+        t.checkpoint_interval_s = 0.2;
+        let mut timed = Cadence::new(&t);
+        assert!(!timed.due(2), "within the interval of the start");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        assert!(timed.due(2) && !timed.due(3), "past it, on the every-th steps only");
+        timed.written();
+        assert!(!timed.due(4), "within the interval of the last one");
+        t.checkpoint_every = 0;
+        t.checkpoint_interval_s = 0.0;
+        let never = Cadence::new(&t);
+        assert!(!never.due(2), "0: only the final one");
+    }
 
     #[test]
     fn pruning_keeps_the_newest_step_checkpoints_and_final() {

@@ -75,7 +75,7 @@ pub fn check_start(dir: &Path, config: &RunConfig, overwrite: bool) -> Result<St
         let run_id = owner(dir)?.map(|o| o.run_id);
         let Some((checkpoint, state)) = checkpoint::latest_of(dir, run_id.as_deref())? else {
             return Err(refuse(format!(
-                "--resume: no checkpoint in {} of {} (checkpoints are written every trainer.checkpoint_every steps); run \
+                "--resume: no checkpoint in {} of {} (checkpoints are written every trainer.checkpoint_every steps, at most one per trainer.checkpoint_interval_s); run \
                  without --resume to start",
                 checkpoint::checkpoints_dir(dir).display(),
                 run_id.as_deref().map(|id| format!("run {id}")).unwrap_or_else(|| "any run".into()),

@@ -198,6 +198,7 @@ pub fn train(
     let loop_start = Instant::now();
     let mut last_checkpoint: Option<PathBuf> = checkpoint::latest_of(out_dir, run_id.as_deref())?.map(|(dir, _)| dir);
     let mut non_finite_in_a_row = 0u32;
+    let mut cadence = checkpoint::Cadence::new(&config.trainer);
     // Async off-policy training: a rollout thread in this scope samples ahead (see `offpolicy`).
     let shared = offpolicy::sampler::Shared::new(config.trainer.groups_in_flight() as usize);
     let mut discarded = resumed_in_flight;
@@ -304,11 +305,11 @@ pub fn train(
                 continue;
             }
             non_finite_in_a_row = 0;
-            let every = config.trainer.checkpoint_every;
-            if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
+            if config.output.checkpoints && cadence.due(step + 1) {
                 let mut state = state_at(step + 1, &steps, &tool_stats, cursor);
                 state.groups_in_flight = sampler.as_ref().map_or(0, AsyncSampling::in_flight);
                 last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
+                cadence.written();
                 checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
             }
         }

@@ -227,6 +227,7 @@ pub fn train_sft(
     let order = |epoch: usize| shuffled(n, t.seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut epoch_order: (usize, Vec<usize>) = (usize::MAX, Vec::new());
     let mut last_checkpoint: Option<PathBuf> = None;
+    let mut cadence = checkpoint::Cadence::new(t);
     let mut non_finite_in_a_row = 0u32;
     for step in first_step..t.steps {
         let mut batch: Vec<&SftSequence> = Vec::with_capacity(s.batch_size as usize);
@@ -278,10 +279,10 @@ pub fn train_sft(
             continue;
         }
         non_finite_in_a_row = 0;
-        let every = t.checkpoint_every;
-        if config.output.checkpoints && every > 0 && (step + 1) % every == 0 {
+        if config.output.checkpoints && cadence.due(step + 1) {
             let state = state_at(step + 1, &steps, cursor);
             last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
+            cadence.written();
             checkpoint::prune(out_dir, t.keep_checkpoints as usize)?;
         }
     }
