@@ -58,9 +58,13 @@ pub fn block_grad(block: &mut [f32], width: usize, v0: usize, targets: &[u32], i
     assert_eq!(block.len(), width * targets.len(), "the block is not [rows, width]");
     block.par_chunks_mut(width).enumerate().for_each(|(r, row)| {
         let ent = up.entropy.map(|(g, h)| (g[r], h[r]));
-        let target = (targets[r] as usize).checked_sub(v0).filter(|&t| t < width);
-        grad(row, target, inv_t, lse[r], up.logprob[r], ent);
+        grad(row, in_block(targets[r], v0, width), inv_t, lse[r], up.logprob[r], ent);
     });
+}
+
+/// `target`'s column within the block of columns `v0 .. v0 + width`, if it is there.
+pub fn in_block(target: u32, v0: usize, width: usize) -> Option<usize> {
+    (target as usize).checked_sub(v0).filter(|&t| t < width)
 }
 
 /// `acc += dzᵀ·h` (`[vocab, hidden]`, a tied embedding's layout) or `acc += hᵀ·dz`

@@ -92,7 +92,7 @@ impl<B: Backend> HostHead<B> {
                 let z = self.project(hg.clone(), v0, width);
                 for (r, p) in fused::partials(&z, width, inv_t).into_iter().enumerate() {
                     sums[r] = sums[r].merge(p);
-                    if let Some(t) = (tg[r] as usize).checked_sub(v0).filter(|&t| t < width) {
+                    if let Some(t) = fused::in_block(tg[r], v0, width) {
                         picked[r] = z[r * width + t];
                     }
                 }
@@ -141,8 +141,8 @@ impl<B: Backend> HostHead<B> {
                 // and the block's columns `v0 .. v0 + width` of `dw` (`vocab × hidden`).
                 unsafe {
                     if self.tied {
-                        let hv = View { ptr: hs.as_ptr(), rs: hd as isize, cs: 1 };
-                        product(width, hd, rows, dw[v0 * hd..].as_mut_ptr(), hd as isize, g0 > 0, dztv, hv);
+                        let hview = View { ptr: hs.as_ptr(), rs: hd as isize, cs: 1 };
+                        product(width, hd, rows, dw[v0 * hd..].as_mut_ptr(), hd as isize, g0 > 0, dztv, hview);
                     } else {
                         let ht = View { ptr: hs.as_ptr(), rs: 1, cs: hd as isize };
                         product(hd, width, rows, dw[v0..].as_mut_ptr(), self.vocab as isize, g0 > 0, ht, dzv);

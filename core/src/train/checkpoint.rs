@@ -89,7 +89,8 @@ pub struct Cadence {
 
 impl Cadence {
     pub fn new(trainer: &crate::config::TrainerConfig) -> Self {
-        let interval = std::time::Duration::from_secs_f64(trainer.checkpoint_interval_s.max(0.0));
+        // Validated finite and ≥ 0; one too large for a `Duration` waits for ever.
+        let interval = std::time::Duration::try_from_secs_f64(trainer.checkpoint_interval_s.max(0.0)).unwrap_or(std::time::Duration::MAX);
         Self { every: trainer.checkpoint_every, interval, last: std::time::Instant::now() }
     }
 
@@ -283,6 +284,9 @@ mod tests {
         t.checkpoint_interval_s = 0.0;
         let never = Cadence::new(&t);
         assert!(!never.due(2), "0: only the final one");
+        t.checkpoint_every = 1;
+        t.checkpoint_interval_s = 1e300;
+        assert!(!Cadence::new(&t).due(1), "an interval beyond a Duration: no step checkpoint, no panic");
     }
 
     #[test]
