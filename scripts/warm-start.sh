@@ -9,6 +9,9 @@
 #
 # Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
+# TASK_OPTIONS [none: the env's `[env.options]` for the transcripts, space-separated KEY=VALUE,
+# e.g. "train_instances=8": more instances of each bug template, with other names; the GRPO
+# stage's own come through its flags, `--set env.options.train_instances=16`],
 # REPEATS [1], SFT_STEPS [24], SFT_BATCH [4], SFT_LR [5e-4] (the measured edit recipe, results/edit-warm-start), EVAL_N [4], LORA [1: both stages
 # train one LoRA adapter on the frozen base, GRPO continuing SFT's; 0: full weights],
 # MICRO [2: rows per micro-batch in both stages, as measured; trainer.micro_tokens (2048 padded
@@ -20,6 +23,7 @@ env=$1 out=$2; shift 2
 arl=${ARL:-arl} model=${MODEL:-smollm2-135m} backend=${BACKEND:-cpu}
 noise=${NOISE:---wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1}
 lora=""; [ "${LORA:-1}" = 1 ] && lora=--lora
+task_options=(); for o in ${TASK_OPTIONS:-}; do task_options+=(--env-option "$o"); done
 mkdir -p "$out"
 
 # A stage's folder: done (results.json), cut off (run.json without results: resume), or new.
@@ -28,7 +32,7 @@ stage() {
 }
 
 echo "== 1/4 oracle transcripts of the train tasks → $out/oracle.jsonl"
-[ -f "$out/oracle.jsonl" ] || "$arl" tasks --env "$env" --transcripts "$out/oracle.jsonl" --repeats "${REPEATS:-1}" $noise
+[ -f "$out/oracle.jsonl" ] || "$arl" tasks --env "$env" --transcripts "$out/oracle.jsonl" --repeats "${REPEATS:-1}" ${task_options[@]+"${task_options[@]}"} $noise
 
 echo "== 2/4 the base model on the held-out tasks → $out/base.json"
 [ -f "$out/base.json" ] || { "$arl" eval --env "$env" --model "$model" --backend "$backend" --eval-n "${EVAL_N:-4}" > "$out/base.json.partial" \

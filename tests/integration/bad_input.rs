@@ -242,6 +242,9 @@ fn other_commands_refuse_bad_input_with_exit_2() {
         (vec!["run", "--smoke", "--smoke-n", "0"], 2, "0 is not in 1.."),
         (vec!["bench", "sandbox", "--jobs", "0"], 2, "--jobs must be ≥ 1"),
         (vec!["tasks", "--env", "nope"], 2, "unknown env `nope`"),
+        (vec!["tasks", "--env", "edit", "--env-option", "train_instances"], 2, "expected KEY=VALUE, e.g. train_instances=16"),
+        (vec!["tasks", "--env", "tools", "--env-option", "bogus=1", "--transcripts", &merged], 2, "unknown field `bogus`"),
+        (vec!["grade", "--env", "edit", "--env-option", "train_instances=-1", "--task", "x", "--source", &empty_seq], 2, "train_instances"),
     ];
     for (args, code, says) in &cases {
         refused(args, *code, says);

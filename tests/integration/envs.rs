@@ -39,6 +39,30 @@ fn tasks_json_lists_ids_families_and_functions() {
 }
 
 #[test]
+fn env_options_choose_the_bank_for_every_command_that_names_a_task() {
+    let more: Vec<Value> =
+        serde_json::from_str(&arl(&["tasks", "--env", "edit", "--env-option", "train_instances=6", "--json"]).unwrap()).unwrap();
+    assert_eq!(more.len(), 32 * 6);
+    // The first four instances of a template are the default bank's: more instances add tasks.
+    let default: Vec<Value> = serde_json::from_str(&arl(&["tasks", "--env", "edit", "--json"]).unwrap()).unwrap();
+    assert!(default.iter().all(|t| more.contains(t)));
+    let extra = more.iter().find(|t| t["id"].as_str().unwrap().ends_with("-5")).unwrap()["id"].as_str().unwrap();
+    let dir = scratch("env-option");
+    let source = dir.join("empty.py");
+    std::fs::write(&source, "").unwrap();
+    let grade = |options: &[&str]| {
+        let mut args = vec!["grade", "--env", "edit", "--task", extra, "--source", source.to_str().unwrap()];
+        args.extend(options);
+        arl(&args)
+    };
+    let err = grade(&[]).unwrap_err();
+    assert!(err.contains(&format!("no task `{extra}`")), "{err}");
+    let graded: Value = serde_json::from_str(&grade(&["--env-option", "train_instances=6"]).unwrap()).unwrap();
+    assert_eq!(graded["reward"].as_f64(), Some(0.0), "{graded}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn grade_gives_one_to_the_reference_and_zero_to_the_bug() {
     let dir = scratch("grade");
     let out = arl(&["tasks", "--env", "edit", "--split", "heldout", "--dump", dir.to_str().unwrap()]).unwrap();

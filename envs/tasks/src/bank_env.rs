@@ -31,10 +31,10 @@ impl Default for BankEnvOptions {
 impl BankEnvOptions {
     /// Read `config.options` for the env called `env` (unknown keys rejected).
     pub fn parse(env: &str, config: &EnvConfig) -> Result<Self, PluginError> {
-        serde_json::from_value(config.options.clone().into()).map_err(|e| PluginError {
-            kind: "env",
-            name: env.into(),
-            message: format!("env.options: {e}"),
+        serde_path_to_error::deserialize(serde_json::Value::from(config.options.clone())).map_err(|e| {
+            let key = e.path().to_string();
+            let key = if key == "." { String::new() } else { format!(".{key}") };
+            PluginError { kind: "env", name: env.into(), message: format!("env.options{key}: {}", e.into_inner()) }
         })
     }
 

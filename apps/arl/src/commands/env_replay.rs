@@ -20,7 +20,7 @@ use arl_core::toolcall::parse_call;
 use arl_core::{AssistantTurn, Outcome, ParsedCall, Step};
 use serde_json::{Value, json};
 
-use super::tasks::load_tasks;
+use super::tasks::{BankArgs, load_tasks};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum EnvCommand {
@@ -47,12 +47,9 @@ pub struct Replay {
     /// JSON list of turns: a call object, a list of call objects, or a final text.
     #[arg(long, value_name = "FILE.json")]
     pub calls: PathBuf,
-    /// Seed of the task bank (the one the task id came from).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Keep the authored function and variable names.
-    #[arg(long)]
-    pub plain_names: bool,
+    /// The bank the task id came from.
+    #[command(flatten)]
+    pub bank: BankArgs,
     /// Sandbox to run in (`arl list`).
     #[arg(long, default_value = "rlimit")]
     pub sandbox: String,
@@ -68,26 +65,20 @@ impl Replay {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let script = super::read_input(&self.calls, "--calls")?;
         let turns = parse_script(&script).map_err(|e| crate::usage!("--calls {}: {e}", self.calls.display()))?;
-        let tasks = load_tasks(&self.env, self.seed, self.plain_names, None)?;
+        let bank = self.bank.config(&self.env)?;
+        let tasks = load_tasks(&bank, None)?;
         let Some(task) = tasks.into_iter().find(|t| t.id == self.task) else {
             return Err(crate::usage!(
                 "no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`",
                 self.task,
                 self.env,
-                self.seed,
+                self.bank.seed,
                 self.env
             ));
         };
         let sandbox_config = SandboxConfig { name: self.sandbox.clone(), ..SandboxConfig::default() };
         let sandbox = (registry::get::<SandboxPlugin>(&self.sandbox)?.build)(&sandbox_config)?;
-        let env_config = EnvConfig {
-            name: self.env.clone(),
-            seed: self.seed,
-            randomize_names: !self.plain_names,
-            max_turns: self.max_turns,
-            max_calls_per_turn: self.max_calls_per_turn,
-            ..EnvConfig::default()
-        };
+        let env_config = EnvConfig { max_turns: self.max_turns, max_calls_per_turn: self.max_calls_per_turn, ..bank };
         let env = (registry::get::<EnvPlugin>(&self.env)?.build)(&env_config, sandbox)?;
         let schemas = env.tools();
         let mut session = env.reset(&task).with_context(|| format!("starting an episode of task `{}`", task.id))?;

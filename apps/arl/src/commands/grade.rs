@@ -10,7 +10,7 @@ use arl_core::registry::{self, SandboxPlugin};
 use arl_tasks::BugTask;
 use serde_json::json;
 
-use super::tasks::load_tasks;
+use super::tasks::{BankArgs, load_tasks};
 
 #[derive(Debug, clap::Args)]
 pub struct Grade {
@@ -23,12 +23,9 @@ pub struct Grade {
     /// The candidate source of the task's function file.
     #[arg(long, value_name = "FILE.py")]
     pub source: PathBuf,
-    /// Seed of the task bank (the one the task id came from).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Keep the authored function and variable names.
-    #[arg(long)]
-    pub plain_names: bool,
+    /// The bank the task id came from.
+    #[command(flatten)]
+    pub bank: BankArgs,
     /// Sandbox to run in (`arl list`).
     #[arg(long, default_value = "rlimit")]
     pub sandbox: String,
@@ -37,13 +34,13 @@ pub struct Grade {
 impl Grade {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let source = super::read_input(&self.source, "--source")?;
-        let tasks = load_tasks(&self.env, self.seed, self.plain_names, None)?;
+        let tasks = load_tasks(&self.bank.config(&self.env)?, None)?;
         let Some(task) = tasks.iter().find(|t| t.id == self.task) else {
             return Err(crate::usage!(
                 "no task `{}` in env `{}` (seed {}); list them with `arl tasks --env {}`",
                 self.task,
                 self.env,
-                self.seed,
+                self.bank.seed,
                 self.env
             ));
         };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use arl_core::config::EnvConfig;
 use arl_core::registry::{self, EnvPlugin};
-use arl_core::{Job, JobOutcome, Sandbox, SandboxError, Split, Task};
+use arl_core::{ConfigError, Job, JobOutcome, Sandbox, SandboxError, Split, Task};
 use serde_json::{Value, json};
 
 #[derive(Debug, clap::Args)]
@@ -19,12 +19,8 @@ pub struct Tasks {
     /// Which split: the training tasks or the fixed held-out ones.
     #[arg(long, value_enum, default_value = "train")]
     pub split: SplitArg,
-    /// Seed of the task bank.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Keep the authored function and variable names.
-    #[arg(long)]
-    pub plain_names: bool,
+    #[command(flatten)]
+    pub bank: BankArgs,
     /// Print a JSON list of objects (`id`, `family`, `split`, `function`).
     #[arg(long)]
     pub json: bool,
@@ -61,6 +57,47 @@ pub struct Tasks {
     pub max_turns: Option<u32>,
 }
 
+/// Which bank an env's tasks come from: the flags every command that names a task shares,
+/// so a task id found with them is found again with the same flags.
+#[derive(Debug, Default, clap::Args)]
+pub struct BankArgs {
+    /// Seed of the task bank.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep the authored function and variable names.
+    #[arg(long)]
+    pub plain_names: bool,
+    /// Set one of the env's `[env.options]`, as `--set env.options.KEY=VALUE` does for
+    /// `arl run` (e.g. `train_instances=16` for the bank gyms); repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub env_option: Vec<String>,
+}
+
+impl BankArgs {
+    /// The env config these flags select for env `name` (turn limits at their defaults),
+    /// checked by the env.
+    pub fn config(&self, name: &str) -> anyhow::Result<EnvConfig> {
+        let mut options = serde_json::Map::new();
+        for arg in &self.env_option {
+            if !arg.contains('=') {
+                return Err(crate::usage!("--env-option {arg}: expected KEY=VALUE, e.g. train_instances=16"));
+            }
+            let (key, value) = arl_core::config::parse_set(arg).map_err(|e| match e {
+                ConfigError::Override { message, .. } => crate::usage!("--env-option {arg}: {message}"),
+                other => other.into(),
+            })?;
+            if key.contains('.') {
+                return Err(crate::usage!("--env-option {arg}: give the option's own name (e.g. train_instances=16), not a dotted key"));
+            }
+            options.insert(key, serde_json::to_value(value)?);
+        }
+        let config = EnvConfig { name: name.into(), seed: self.seed, randomize_names: !self.plain_names, options, ..EnvConfig::default() };
+        // Build it once with no sandbox, so a bad option is refused as bad input (as `arl run` does).
+        (registry::get::<EnvPlugin>(name)?.build)(&config, Arc::new(NoJobs)).map_err(|e| crate::usage!("{e}"))?;
+        Ok(config)
+    }
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum SplitArg {
     Train,
@@ -87,11 +124,10 @@ impl Sandbox for NoJobs {
     }
 }
 
-/// The tasks of `env` (both splits when `split` is None).
-pub fn load_tasks(env: &str, seed: u64, plain_names: bool, split: Option<Split>) -> anyhow::Result<Vec<Task>> {
-    let plugin = registry::get::<EnvPlugin>(env)?;
-    let config = EnvConfig { name: env.into(), seed, randomize_names: !plain_names, ..EnvConfig::default() };
-    let env = (plugin.build)(&config, Arc::new(NoJobs))?;
+/// The tasks of the env `config` names (both splits when `split` is None).
+pub fn load_tasks(config: &EnvConfig, split: Option<Split>) -> anyhow::Result<Vec<Task>> {
+    let plugin = registry::get::<EnvPlugin>(&config.name)?;
+    let env = (plugin.build)(config, Arc::new(NoJobs))?;
     let splits = match split {
         Some(s) => vec![s],
         None => vec![Split::Train, Split::Heldout],
@@ -108,7 +144,7 @@ impl Tasks {
         if let Some(path) = &self.transcripts {
             return self.write_transcripts(path, out);
         }
-        let tasks = load_tasks(&self.env, self.seed, self.plain_names, Some(self.split.into()))?;
+        let tasks = load_tasks(&self.bank.config(&self.env)?, Some(self.split.into()))?;
         if let Some(dir) = &self.dump {
             for task in &tasks {
                 dump(dir, task)?;
@@ -145,14 +181,8 @@ impl Tasks {
         if self.repeats == 0 {
             return Err(crate::UsageError("--repeats 0 writes nothing: give 1 or more".into()).into());
         }
-        let defaults = EnvConfig::default();
-        let env = EnvConfig {
-            name: self.env.clone(),
-            seed: self.seed,
-            randomize_names: !self.plain_names,
-            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
-            ..defaults
-        };
+        let mut env = self.bank.config(&self.env)?;
+        env.max_turns = self.max_turns.unwrap_or(env.max_turns);
         let sandbox = arl_core::config::SandboxConfig { name: self.sandbox.clone(), ..Default::default() };
         let noise = arl_core::OracleNoise {
             wrong_edit_rate: self.wrong_edit_rate,
