@@ -7,7 +7,9 @@ use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
 use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
 use arl_core::train::rollout::{RolloutOptions, rollout};
-use arl_core::train::update::{UpdateMetrics, UpdateOptions, policy_positions, recompute_logprobs, update, update_with_reference};
+use arl_core::train::update::{
+    UpdateMetrics, UpdateOptions, policy_positions, recompute, recompute_logprobs, update, update_with_reference,
+};
 use arl_core::{AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task, ToolSchema};
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
@@ -761,6 +763,55 @@ fn the_first_minibatch_of_every_step_has_ratio_exactly_one() {
         assert_eq!((first.clip_frac_high, first.clip_frac_low, first.approx_kl), (0.0, 0.0, 0.0), "step {step}: {first:?}");
         // The second minibatch sees the policy after the first step: ratios move.
         assert!(m.minibatch_metrics[1].ratio_max > 1.0 || m.minibatch_metrics[1].ratio_min < 1.0, "{m:?}");
+    }
+}
+
+/// The first minibatch's rows are scored once, by their own gradient pass, yet the metrics of
+/// the policy before the update (entropy, sampler–trainer gap, KL to the reference, per
+/// episode) still cover every episode and equal one no-grad scoring of them all: with one or
+/// more minibatches, two epochs, a zero-advantage row, micro-batches that do not line up, and
+/// a first micro-batch whose loss is NaN (the rest of that minibatch is then scored apart).
+#[test]
+fn the_metrics_before_the_update_cover_every_episode() {
+    let (grpo_loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(3).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let (episodes, _) = rollout(&env, &Bytes, &mut trainer(), &specs, &sampled_at(0.8, 21), &mut |_, _| {}).unwrap();
+    let advantages = [1.0, 0.0, -1.0, 0.5, -0.5, 1.0];
+    let mut reference = trainer();
+    let moved = UpdateOptions { lr: 5e-2, temperature: 0.8, ..UpdateOptions::default() };
+    update(&mut reference, grpo_loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0, 1.0, -1.0], &moved).unwrap();
+    // What the metrics must be: every episode scored once, without gradients, before the update.
+    let before = recompute(&trainer(), &episodes, 6, arl_core::policy::ScoreParams::at(0.8).with_entropy(true)).unwrap();
+    let ref_lp = recompute_logprobs(&reference, &episodes, 6, 0.8).unwrap();
+    let (mut gap_sum, mut gap_max, mut kl_sum, mut n) = (0.0f64, 0.0f64, 0.0f64, 0usize);
+    let mut per_episode = Vec::new();
+    for (i, e) in episodes.iter().enumerate() {
+        let (mut sum, mut k) = (0.0f64, 0usize);
+        for t in policy_positions(e) {
+            let gap = (e.sampler_logprobs[t] - before.logprobs[i][t]).abs() as f64;
+            let l = (before.logprobs[i][t] - ref_lp[i][t]) as f64;
+            (gap_sum, gap_max, kl_sum, sum, k, n) =
+                (gap_sum + gap, gap_max.max(gap), kl_sum + (-l).exp() - 1.0 + l, sum + gap, k + 1, n + 1);
+        }
+        per_episode.push((sum, k));
+    }
+    assert!(n >= 20 && kl_sum / n as f64 > 1e-4, "{n} tokens, KL {}", kl_sum / n as f64);
+    for (epochs, minibatches, micro, nan_first) in
+        [(1, 1, None, false), (1, 2, Some(2), false), (2, 2, Some(2), false), (1, 3, Some(1), false), (1, 1, Some(2), true)]
+    {
+        let nan = TurnsNan { inner: grpo().0, calls: Default::default(), finite: 0 };
+        let loss: &dyn arl_core::PolicyLoss = if nan_first { &nan } else { grpo_loss.as_ref() };
+        let opts = UpdateOptions { epochs, minibatches, micro, lr: 1e-2, temperature: 0.8, ..UpdateOptions::default() };
+        let m = update_with_reference(&mut trainer(), Some(&reference), loss, &episodes, &advantages, &opts).unwrap();
+        let what = format!("epochs {epochs}, minibatches {minibatches}, micro {micro:?}, NaN {nan_first}: {m:?}");
+        assert_eq!((m.non_finite_steps > 0, m.policy_tokens, m.episode_gaps.len()), (nan_first, n, episodes.len()), "{what}");
+        assert!((m.entropy.unwrap() - before.entropy_mean.unwrap()).abs() < 1e-5, "{what}");
+        assert!((m.logprob_gap_mean - gap_sum / n as f64).abs() < 1e-6 && (m.logprob_gap_max - gap_max).abs() < 1e-5, "{what}");
+        assert!((m.ref_kl.unwrap() - kl_sum / n as f64).abs() < 1e-6, "{what}");
+        for (got, (sum, k)) in m.episode_gaps.iter().zip(&per_episode) {
+            assert!(got.tokens == *k && (got.abs_gap_sum - sum).abs() < 1e-5 && (got.ratio_sum - *k as f64).abs() < 1e-3, "{what}");
+        }
     }
 }
 

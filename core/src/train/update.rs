@@ -10,7 +10,10 @@
 //! log-probabilities are recomputed without gradients in the very micro-batches of the
 //! gradient pass; the first minibatch of the first epoch, still on-policy, takes them from its
 //! own forward pass (detached, as verl's on-policy path does), so its ratios are exactly 1 and
-//! nothing is clipped.
+//! nothing is clipped — and its rows are not scored beforehand at all: the metrics of the
+//! policy before the update (entropy, sampler–trainer gap, reference KL) take their values
+//! from that pass, before its optimizer step. With the default two minibatches this saves
+//! half of the no-grad pass; with one, all of it but the rows that do not train.
 
 use std::time::Instant;
 
@@ -153,33 +156,75 @@ type ScoreFn<'a> = dyn Fn(&[Vec<u32>], &[Vec<usize>], ScoreParams) -> Result<cra
 /// (any autodiff graph is dropped with the tensors); every episode must be in exactly one
 /// batch. Batches whose rows have no policy positions are not run.
 fn score_batches(score: &ScoreFn<'_>, episodes: &[Episode], batches: &[Vec<usize>], params: ScoreParams) -> Result<Recomputed, TrainError> {
-    let host = |t: burn::tensor::Tensor<Dispatch, 2>| -> Result<Vec<f32>, TrainError> {
-        t.into_data().convert::<f32>().to_vec().map_err(|e| TrainError::Other(format!("{e:?}")))
-    };
-    let mut out: Vec<Vec<f32>> = episodes.iter().map(|ep| vec![0.0f32; ep.ids.len()]).collect();
-    let (mut ent_sum, mut ent_n) = (0.0f64, 0usize);
-    for batch in batches {
-        let positions: Vec<Vec<usize>> = batch.iter().map(|&i| policy_positions(&episodes[i])).collect();
-        if positions.iter().all(Vec::is_empty) {
-            continue;
+    let mut tally = Tally::new(episodes);
+    tally.score(score, episodes, batches, params)?;
+    Ok(tally.finish(params.entropy))
+}
+
+/// Host log-probabilities of a step's episodes (aligned with `ids`, 0 off the policy
+/// positions) and entropy sums, filled batch by batch.
+struct Tally {
+    logprobs: Vec<Vec<f32>>,
+    scored: Vec<bool>,
+    entropy: (f64, usize),
+}
+
+impl Tally {
+    fn new(episodes: &[Episode]) -> Self {
+        Self {
+            logprobs: episodes.iter().map(|ep| vec![0.0f32; ep.ids.len()]).collect(),
+            scored: vec![false; episodes.len()],
+            entropy: (0.0, 0),
         }
-        let seqs: Vec<Vec<u32>> = batch.iter().map(|&i| episodes[i].ids.clone()).collect();
-        let scores = score(&seqs, &positions, params)?;
-        let width = scores.logprobs.dims()[1];
-        let flat = host(scores.logprobs)?;
-        let ent = scores.entropy.map(host).transpose()?;
+    }
+
+    /// Score each batch with `score` and keep its values.
+    fn score(&mut self, score: &ScoreFn<'_>, episodes: &[Episode], batches: &[Vec<usize>], params: ScoreParams) -> Result<(), TrainError> {
+        for batch in batches {
+            let positions: Vec<Vec<usize>> = batch.iter().map(|&i| policy_positions(&episodes[i])).collect();
+            if positions.iter().all(Vec::is_empty) {
+                batch.iter().for_each(|&i| self.scored[i] = true);
+                continue;
+            }
+            let seqs: Vec<Vec<u32>> = batch.iter().map(|&i| episodes[i].ids.clone()).collect();
+            let scores = score(&seqs, &positions, params)?;
+            self.keep(batch, &positions, scores.logprobs, scores.entropy)?;
+        }
+        Ok(())
+    }
+
+    /// Keep the values of `batch`'s rows (`positions` per row) from `logprobs` (and
+    /// `entropy`), `[rows, width]` tensors.
+    fn keep(
+        &mut self,
+        batch: &[usize],
+        positions: &[Vec<usize>],
+        logprobs: Tensor<Dispatch, 2>,
+        entropy: Option<Tensor<Dispatch, 2>>,
+    ) -> Result<(), TrainError> {
+        let host = |t: Tensor<Dispatch, 2>| -> Result<Vec<f32>, TrainError> {
+            t.into_data().convert::<f32>().to_vec().map_err(|e| TrainError::Other(format!("{e:?}")))
+        };
+        let width = logprobs.dims()[1];
+        let flat = host(logprobs)?;
+        let ent = entropy.map(host).transpose()?;
         for (r, &i) in batch.iter().enumerate() {
+            self.scored[i] = true;
             for &t in &positions[r] {
-                out[i][t] = flat[r * width + t];
+                self.logprobs[i][t] = flat[r * width + t];
                 if let Some(h) = &ent {
-                    ent_sum += h[r * width + t] as f64;
-                    ent_n += 1;
+                    self.entropy.0 += h[r * width + t] as f64;
+                    self.entropy.1 += 1;
                 }
             }
         }
+        Ok(())
     }
-    let entropy_mean = params.entropy.then(|| if ent_n > 0 { ent_sum / ent_n as f64 } else { 0.0 });
-    Ok(Recomputed { logprobs: out, entropy_mean })
+
+    fn finish(self, entropy: bool) -> Recomputed {
+        let (sum, n) = self.entropy;
+        Recomputed { logprobs: self.logprobs, entropy_mean: entropy.then(|| if n > 0 { sum / n as f64 } else { 0.0 }) }
+    }
 }
 
 /// The update's batches, fixed before anything is scored: minibatches of episode indices, and
@@ -229,15 +274,16 @@ impl Plan {
         Plan { minibatches }
     }
 
-    /// The scoring batches of a no-grad pass: every planned micro-batch, then the rows no
-    /// micro-batch trains, in micro-batches of their own.
-    fn scoring_batches(&self, episodes: &[Episode], batching: MicroBatching) -> Vec<Vec<usize>> {
+    /// The scoring batches of a no-grad pass: every planned micro-batch (but those of the
+    /// first `skip_first` minibatches), then the rows no micro-batch trains, in micro-batches
+    /// of their own.
+    fn scoring_batches(&self, episodes: &[Episode], batching: MicroBatching, skip_first: usize) -> Vec<Vec<usize>> {
         let n = episodes.len();
-        let mut batches: Vec<Vec<usize>> = self.minibatches.iter().flat_map(|m| m.micro.iter().cloned()).collect();
         let mut planned = vec![false; n];
-        for &i in batches.iter().flatten() {
+        for &i in self.minibatches.iter().flat_map(|m| m.micro.iter().flatten()) {
             planned[i] = true;
         }
+        let mut batches: Vec<Vec<usize>> = self.minibatches.iter().skip(skip_first).flat_map(|m| m.micro.iter().cloned()).collect();
         let rest: Vec<usize> = (0..n).filter(|&i| !planned[i]).collect();
         batches.extend(batching.split(&rest, |i| episodes[i].ids.len()));
         batches
@@ -278,34 +324,22 @@ pub fn update_with_reference(
         ));
     }
     let plan = Plan::new(episodes, advantages, opts, loss.zero_advantage_rows_vanish());
-    let batches = plan.scoring_batches(episodes, opts.batching());
     let at = ScoreParams::at(opts.temperature);
-    let before = score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
-    let old = before.logprobs;
+    // The first minibatch's rows are scored by its own gradient pass (on-policy: those
+    // log-probabilities are its `old`), so the no-grad pass leaves them out; their values
+    // for the metrics and later epochs are taken from that pass, before the optimizer step.
+    let skip_first = usize::from(opts.epochs > 0 && !plan.minibatches.is_empty());
+    let mut before = Tally::new(episodes);
+    let policy_score = |s: &[Vec<u32>], p: &[Vec<usize>], params| policy.score(s, Some(p), params);
+    before.score(&policy_score, episodes, &plan.scoring_batches(episodes, opts.batching(), skip_first), at.with_entropy(true))?;
     let reference = reference
-        .map(|r| score_batches(&|s, p, params| r.score(s, Some(p), params), episodes, &batches, at))
+        .map(|r| {
+            score_batches(&|s, p, params| r.score(s, Some(p), params), episodes, &plan.scoring_batches(episodes, opts.batching(), 0), at)
+        })
         .transpose()?
         .map(|r| r.logprobs);
-    let mut m = UpdateMetrics { entropy: before.entropy_mean, ..UpdateMetrics::default() };
-    if let Some(r) = &reference {
-        m.ref_kl = Some(mean_ref_kl(episodes, &old, r));
-    }
-    let (mut gap_sum, mut gap_n) = (0.0f64, 0usize);
-    for (ep, row) in episodes.iter().zip(&old) {
-        let mut e = EpisodeGap::default();
-        for t in policy_positions(ep) {
-            let gap = (ep.sampler_logprobs[t] - row[t]).abs() as f64;
-            gap_sum += gap;
-            gap_n += 1;
-            m.logprob_gap_max = m.logprob_gap_max.max(gap);
-            e.abs_gap_sum += gap;
-            e.ratio_sum += (row[t] as f64 - ep.sampler_logprobs[t] as f64).exp();
-            e.tokens += 1;
-        }
-        m.episode_gaps.push(e);
-    }
-    m.logprob_gap_mean = if gap_n > 0 { gap_sum / gap_n as f64 } else { 0.0 };
-    m.policy_tokens = gap_n;
+    let mut m = UpdateMetrics::default();
+    let mut recorded = false;
 
     let device = policy.device();
     let mut metrics = Vec::new();
@@ -325,7 +359,14 @@ pub fn update_with_reference(
             for rows in &mb.micro {
                 let seqs: Vec<Vec<u32>> = rows.iter().map(|&i| episodes[i].ids.clone()).collect();
                 let positions: Vec<Vec<usize>> = rows.iter().map(|&i| policy_positions(&episodes[i])).collect();
-                let scores = policy.score_with_grad(&seqs, Some(&positions), at.with_entropy(loss.needs_entropy()))?;
+                let mut scores = policy.score_with_grad(&seqs, Some(&positions), at.with_entropy(on_policy || loss.needs_entropy()))?;
+                if on_policy {
+                    before.keep(rows, &positions, scores.logprobs.clone().detach(), scores.entropy.clone().map(Tensor::detach))?;
+                    if !loss.needs_entropy() {
+                        scores.entropy = None;
+                    }
+                }
+                let old = &before.logprobs;
                 let w = scores.logprobs.dims()[1];
                 let build = |f: &dyn Fn(usize, usize) -> f32| -> T2 {
                     let mut v = vec![0.0f32; rows.len() * w];
@@ -367,6 +408,14 @@ pub fn update_with_reference(
                     m.optimizer_steps += 1;
                 }
             }
+            if on_policy {
+                // A non-finite loss stopped the pass early: score the rest as the no-grad pass
+                // would have (the optimizer step was not taken, so the policy is still `old`'s).
+                let left: Vec<Vec<usize>> = mb.micro.iter().filter(|rows| rows.iter().any(|&i| !before.scored[i])).cloned().collect();
+                before.score(&|s, p, params| policy.score(s, Some(p), params), episodes, &left, at.with_entropy(true))?;
+                record_before(&mut m, episodes, &before, reference.as_deref());
+                recorded = true;
+            }
             if non_finite {
                 m.non_finite_steps += 1;
                 continue;
@@ -375,6 +424,10 @@ pub fn update_with_reference(
             m.minibatch_metrics.push(LossMetrics::merge(&mb_metrics));
             metrics.extend(mb_metrics);
         }
+    }
+    if !recorded {
+        // No minibatch ran (no episodes, or no epochs).
+        record_before(&mut m, episodes, &before, reference.as_deref());
     }
     m.loss = LossMetrics::merge(&metrics);
     m.loss_value = if losses.is_empty() { 0.0 } else { losses.iter().sum::<f64>() / losses.len() as f64 };
@@ -385,6 +438,32 @@ pub fn update_with_reference(
     let scored: usize = episodes.iter().map(|e| e.ids.len()).sum::<usize>() * opts.epochs as usize;
     m.tokens_per_s = if m.seconds > 0.0 { scored as f64 / m.seconds } else { 0.0 };
     Ok(m)
+}
+
+/// The metrics of the policy before the update, once every episode has been scored: the
+/// entropy, the KL to the reference and the sampler–trainer gap.
+fn record_before(m: &mut UpdateMetrics, episodes: &[Episode], before: &Tally, reference: Option<&[Vec<f32>]>) {
+    debug_assert!(before.scored.iter().all(|s| *s), "every episode is scored before the metrics");
+    let (sum, n) = before.entropy;
+    m.entropy = Some(if n > 0 { sum / n as f64 } else { 0.0 });
+    let old = &before.logprobs;
+    m.ref_kl = reference.map(|r| mean_ref_kl(episodes, old, r));
+    let (mut gap_sum, mut gap_n) = (0.0f64, 0usize);
+    for (ep, row) in episodes.iter().zip(old) {
+        let mut e = EpisodeGap::default();
+        for t in policy_positions(ep) {
+            let gap = (ep.sampler_logprobs[t] - row[t]).abs() as f64;
+            gap_sum += gap;
+            gap_n += 1;
+            m.logprob_gap_max = m.logprob_gap_max.max(gap);
+            e.abs_gap_sum += gap;
+            e.ratio_sum += (row[t] as f64 - ep.sampler_logprobs[t] as f64).exp();
+            e.tokens += 1;
+        }
+        m.episode_gaps.push(e);
+    }
+    m.logprob_gap_mean = if gap_n > 0 { gap_sum / gap_n as f64 } else { 0.0 };
+    m.policy_tokens = gap_n;
 }
 
 /// k3 (e^{−ℓ} − 1 + ℓ, ℓ = log π_θ − log π_ref): unbiased, never negative, 0 when equal.
