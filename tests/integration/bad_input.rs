@@ -67,6 +67,10 @@ fn bad_run_settings_exit_2_with_one_line_and_touch_nothing() {
         (&["--set", "sampling.top_k=0"], "config key `sampling.top_k`: 0 is out of range"),
         (&["--set", "loss.horizon=0"], "config key `loss.horizon`: 0 is out of range"),
         (&["--set", "env.options.nobody_reads_this=1"], "unknown field `nobody_reads_this`"),
+        (
+            &["--set", "env.name=edit", "--set", "env.options.train_instances=100000000"],
+            "env.options.train_instances: 100000000 is out of range",
+        ),
         (&["--set", "trainer.stepz=3"], "config key `trainer.stepz`: unknown field `stepz`"),
         (&["--model", "/no/such/model/dir"], "model directory /no/such/model/dir does not exist"),
         (&["--model", "nobody/no-such-model"], "huggingface-cli download nobody/no-such-model"),
@@ -245,6 +249,11 @@ fn other_commands_refuse_bad_input_with_exit_2() {
         (vec!["tasks", "--env", "edit", "--env-option", "train_instances"], 2, "expected KEY=VALUE, e.g. train_instances=16"),
         (vec!["tasks", "--env", "tools", "--env-option", "bogus=1", "--transcripts", &merged], 2, "unknown field `bogus`"),
         (vec!["grade", "--env", "edit", "--env-option", "train_instances=-1", "--task", "x", "--source", &empty_seq], 2, "train_instances"),
+        (
+            vec!["tasks", "--env", "tools", "--env-option", "heldout_instances=0"],
+            2,
+            "env.options.heldout_instances: 0 is out of range; valid: 1 to 1000",
+        ),
     ];
     for (args, code, says) in &cases {
         refused(args, *code, says);

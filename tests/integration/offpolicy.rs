@@ -78,7 +78,9 @@ impl Policy for Recording {
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
         self.inner.generate(prompts, params)
     }
-    /// The update's no-grad pass scores every episode it trains, once per step.
+    /// With one minibatch and one epoch the update scores every episode of a step exactly
+    /// once: the rows that train in its gradient pass, the others (zero advantage, no policy
+    /// token) here, without gradients.
     fn score(&self, s: &[Vec<u32>], p: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
         self.scored.lock().unwrap().extend(s.iter().map(|seq| (seq.clone(), self.now())));
         self.inner.score(s, p, params)
@@ -89,7 +91,9 @@ impl TrainablePolicy for Recording {
     fn device(&self) -> burn::DispatchDevice {
         self.inner.device()
     }
+    /// The rows that train, scored once (see `score`).
     fn score_with_grad(&self, s: &[Vec<u32>], p: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.scored.lock().unwrap().extend(s.iter().map(|seq| (seq.clone(), self.now())));
         self.inner.score_with_grad(s, p, params)
     }
     fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError> {

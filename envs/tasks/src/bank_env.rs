@@ -29,13 +29,25 @@ impl Default for BankEnvOptions {
 }
 
 impl BankEnvOptions {
-    /// Read `config.options` for the env called `env` (unknown keys rejected).
+    /// Most instances per template: the bank holds every task in memory (32 training
+    /// templates × this), and name randomization repeats itself long before.
+    pub const MAX_INSTANCES: usize = 1000;
+
+    /// Read `config.options` for the env called `env` (unknown keys rejected, counts in
+    /// 1..=[`Self::MAX_INSTANCES`]).
     pub fn parse(env: &str, config: &EnvConfig) -> Result<Self, PluginError> {
-        serde_path_to_error::deserialize(serde_json::Value::from(config.options.clone())).map_err(|e| {
+        let error = |message: String| PluginError { kind: "env", name: env.into(), message };
+        let options: Self = serde_path_to_error::deserialize(serde_json::Value::from(config.options.clone())).map_err(|e| {
             let key = e.path().to_string();
             let key = if key == "." { String::new() } else { format!(".{key}") };
-            PluginError { kind: "env", name: env.into(), message: format!("env.options{key}: {}", e.into_inner()) }
-        })
+            error(format!("env.options{key}: {}", e.into_inner()))
+        })?;
+        for (key, n) in [("train_instances", options.train_instances), ("heldout_instances", options.heldout_instances)] {
+            if !(1..=Self::MAX_INSTANCES).contains(&n) {
+                return Err(error(format!("env.options.{key}: {n} is out of range; valid: 1 to {}", Self::MAX_INSTANCES)));
+            }
+        }
+        Ok(options)
     }
 
     /// The bank these options and `config` select.
