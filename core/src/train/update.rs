@@ -274,16 +274,17 @@ impl Plan {
         Plan { minibatches }
     }
 
-    /// The scoring batches of a no-grad pass: every planned micro-batch (but those of the
-    /// first `skip_first` minibatches), then the rows no micro-batch trains, in micro-batches
+    /// The scoring batches of a no-grad pass: every planned micro-batch (but the first
+    /// minibatch's with `skip_first`), then the rows no micro-batch trains, in micro-batches
     /// of their own.
-    fn scoring_batches(&self, episodes: &[Episode], batching: MicroBatching, skip_first: usize) -> Vec<Vec<usize>> {
+    fn scoring_batches(&self, episodes: &[Episode], batching: MicroBatching, skip_first: bool) -> Vec<Vec<usize>> {
         let n = episodes.len();
         let mut planned = vec![false; n];
         for &i in self.minibatches.iter().flat_map(|m| m.micro.iter().flatten()) {
             planned[i] = true;
         }
-        let mut batches: Vec<Vec<usize>> = self.minibatches.iter().skip(skip_first).flat_map(|m| m.micro.iter().cloned()).collect();
+        let mut batches: Vec<Vec<usize>> =
+            self.minibatches.iter().skip(usize::from(skip_first)).flat_map(|m| m.micro.iter().cloned()).collect();
         let rest: Vec<usize> = (0..n).filter(|&i| !planned[i]).collect();
         batches.extend(batching.split(&rest, |i| episodes[i].ids.len()));
         batches
@@ -328,13 +329,17 @@ pub fn update_with_reference(
     // The first minibatch's rows are scored by its own gradient pass (on-policy: those
     // log-probabilities are its `old`), so the no-grad pass leaves them out; their values
     // for the metrics and later epochs are taken from that pass, before the optimizer step.
-    let skip_first = usize::from(opts.epochs > 0 && !plan.minibatches.is_empty());
+    let batches = plan.scoring_batches(episodes, opts.batching(), opts.epochs > 0);
     let mut before = Tally::new(episodes);
-    let policy_score = |s: &[Vec<u32>], p: &[Vec<usize>], params| policy.score(s, Some(p), params);
-    before.score(&policy_score, episodes, &plan.scoring_batches(episodes, opts.batching(), skip_first), at.with_entropy(true))?;
+    before.score(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let reference = reference
         .map(|r| {
-            score_batches(&|s, p, params| r.score(s, Some(p), params), episodes, &plan.scoring_batches(episodes, opts.batching(), 0), at)
+            score_batches(
+                &|s, p, params| r.score(s, Some(p), params),
+                episodes,
+                &plan.scoring_batches(episodes, opts.batching(), false),
+                at,
+            )
         })
         .transpose()?
         .map(|r| r.logprobs);
