@@ -9,6 +9,8 @@
 #
 # Environment (defaults in brackets): ARL [arl on PATH], MODEL [smollm2-135m],
 # BACKEND [cpu], NOISE ["--wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1"],
+# EVAL_OPTIONS_SET [none: `[env.options]` of the base model's evaluation, space-separated KEY=VALUE,
+# e.g. "heldout_instances=2 heldout_train_instances=1": pass the GRPO stage the same through its flags],
 # TASK_OPTIONS [none: the env's `[env.options]` for the transcripts, space-separated KEY=VALUE,
 # e.g. "train_instances=8": more instances of each bug template, with other names; the GRPO
 # stage's own come through its flags, `--set env.options.train_instances=16`],
@@ -24,6 +26,8 @@ arl=${ARL:-arl} model=${MODEL:-smollm2-135m} backend=${BACKEND:-cpu}
 noise=${NOISE:---wrong-edit-rate 0.25 --skip-read-rate 0.1 --skip-test-rate 0.1}
 lora=""; [ "${LORA:-1}" = 1 ] && lora=--lora
 task_options=(); for o in ${TASK_OPTIONS:-}; do task_options+=(--env-option "$o"); done
+# The held-out splits' sizes for the base model's evaluation (GRPO's come through its flags).
+EVAL_OPTIONS=(); for o in ${EVAL_OPTIONS_SET:-}; do EVAL_OPTIONS+=(--set "env.options.$o"); done
 mkdir -p "$out"
 
 # A stage's folder: done (results.json), cut off (run.json without results: resume), or new.
@@ -34,9 +38,12 @@ stage() {
 echo "== 1/4 oracle transcripts of the train tasks → $out/oracle.jsonl"
 [ -f "$out/oracle.jsonl" ] || "$arl" tasks --env "$env" --transcripts "$out/oracle.jsonl" --repeats "${REPEATS:-1}" ${task_options[@]+"${task_options[@]}"} $noise
 
-echo "== 2/4 the base model on the held-out tasks → $out/base.json"
-[ -f "$out/base.json" ] || { "$arl" eval --env "$env" --model "$model" --backend "$backend" --eval-n "${EVAL_N:-4}" > "$out/base.json.partial" \
-    && mv "$out/base.json.partial" "$out/base.json"; }
+echo "== 2/4 the base model on both held-out splits → $out/base.json (held-out templates), $out/base-instances.json (held-out instances)"
+for split in heldout heldout-instances; do
+    f="$out/base.json"; [ "$split" = heldout ] || f="$out/base-instances.json"
+    [ -f "$f" ] || { "$arl" eval --env "$env" --model "$model" --backend "$backend" --eval-n "${EVAL_N:-4}" --split "$split" \
+        ${EVAL_OPTIONS[@]+"${EVAL_OPTIONS[@]}"} > "$f.partial" && mv "$f.partial" "$f"; }
+done
 
 echo "== 3/4 SFT on the transcripts → $out/sft"
 s=$(stage "$out/sft")

@@ -24,6 +24,14 @@ pub struct EpisodeStats {
     pub finish: Option<EpisodeFinish>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,
+    /// The episode was lost to an infrastructure failure, not to anything the model did: a
+    /// sandbox that could not start a job, a harness that missed its own deadline before the
+    /// model's code ran, an env process that crashed or hung ([`EpisodeStats::infra_failure`]).
+    /// The trainer drops it from its group's statistics and from the loss, the evaluation from
+    /// its counts; both count it (`infra_failed`). The model's own code timing out, crashing
+    /// or printing garbage is never this: that is the model's failure, graded as such.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub infra_failed: bool,
 }
 
 /// Why an episode ended. The reasons other than `done` mark it truncated.
@@ -62,9 +70,32 @@ impl EpisodeFinish {
 /// it gets reward 0; the trainer sums it per step (`StepMetrics::sandbox_exhausted`).
 pub const SANDBOX_EXHAUSTED: &str = "sandbox_exhausted";
 
+/// The counter of jobs a sandbox could not start for any other reason
+/// ([`crate::SandboxError::Setup`], [`crate::SandboxError::Io`]). Like
+/// [`SANDBOX_EXHAUSTED`], an infrastructure failure ([`EpisodeStats::infra_failed`]).
+pub const SANDBOX_FAILED: &str = "sandbox_failed";
+
+/// The counter of grading jobs that timed out or died before the grader's own harness reached
+/// the model's code (the host too loaded to start an interpreter in time): an infrastructure
+/// failure ([`EpisodeStats::infra_failed`]).
+pub const HARNESS_FAILED: &str = "harness_failed";
+
 impl EpisodeStats {
     pub fn bump(&mut self, counter: &str) {
         *self.counters.entry(counter.to_string()).or_default() += 1;
+    }
+
+    /// A job the sandbox could not start: an infrastructure failure, counted as
+    /// [`SANDBOX_EXHAUSTED`] when the host ran short, else [`SANDBOX_FAILED`].
+    pub fn sandbox_error(&mut self, e: &crate::SandboxError) {
+        self.infra_failure(if matches!(e, crate::SandboxError::Exhausted(_)) { SANDBOX_EXHAUSTED } else { SANDBOX_FAILED });
+    }
+
+    /// Mark the episode lost to an infrastructure failure, counting why (`counter`, e.g.
+    /// [`SANDBOX_EXHAUSTED`]).
+    pub fn infra_failure(&mut self, counter: &str) {
+        self.bump(counter);
+        self.infra_failed = true;
     }
 }
 

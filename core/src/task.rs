@@ -5,10 +5,21 @@ use serde::{Deserialize, Serialize};
 
 /// Which part of an environment's task bank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Split {
     Train,
+    /// Tasks of kinds no training task has (the coding gyms: bug templates never trained on).
+    /// Every env should have it: the run's main claim is measured on it.
     Heldout,
+    /// New instances of the training tasks' own kinds, never trained on (the coding gyms: other
+    /// names and operand orders of the training templates, from a disjoint seed range). An env
+    /// without such a split returns no tasks, and the run reports the one above only.
+    HeldoutInstances,
+}
+
+impl Split {
+    /// The held-out splits a run evaluates, in the order reports show them.
+    pub const HELDOUT: [Split; 2] = [Split::Heldout, Split::HeldoutInstances];
 }
 
 impl std::fmt::Display for Split {
@@ -16,6 +27,7 @@ impl std::fmt::Display for Split {
         f.write_str(match self {
             Split::Train => "train",
             Split::Heldout => "heldout",
+            Split::HeldoutInstances => "heldout_instances",
         })
     }
 }

@@ -375,7 +375,7 @@ fn edit_rewards(sandbox: Arc<dyn Sandbox>) -> Vec<(String, f64)> {
         .iter()
         .map(|task| {
             let bug = arl_tasks::BugTask::from_task(task).unwrap();
-            let reward = arl_tasks::episode_reward(sandbox.as_ref(), &bug, &hunt(&bug.function), &mut EpisodeStats::default()).unwrap();
+            let reward = arl_tasks::episode_reward(sandbox.as_ref(), &bug, &hunt(&bug.function), &mut EpisodeStats::default());
             (task.id.clone(), reward)
         })
         .collect()

@@ -295,6 +295,41 @@ fn an_async_run_killed_with_a_group_in_flight_resumes_without_losing_it() {
     let _ = std::fs::remove_dir_all(&b);
 }
 
+/// The `difficulty` task sampler's draws after a SIGKILL and `--resume` are the uninterrupted
+/// run's, step for step: its generator and every task's pass counts come back from the
+/// checkpoint (a fresh generator would draw otherwise).
+#[test]
+fn a_difficulty_sampled_run_killed_and_resumed_draws_the_same_tasks() {
+    let difficulty = ["--set", "trainer.task_sampler=\"difficulty\"", "--set", "trainer.steps=4"];
+    let a = out_dir("difficulty-a");
+    let run_a = command(&a, &difficulty).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let b = out_dir("difficulty-b");
+    let marker = kill_after_step_2(&b, &difficulty, "blocked in step 3");
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    let recent = state["task_sampler"]["recent"].as_object().expect("the sampler's state is in the checkpoint");
+    assert_eq!(recent.len(), 2, "two tasks drawn in two steps: {state}");
+    let done = run_a.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let mut again = difficulty.to_vec();
+    again.push("--resume");
+    let resumed = run(&b, &again);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success() && log.contains("after step 2"), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    let (whole, after) = (steps(&a), steps(&b));
+    assert_eq!((whole.len(), after.len()), (4, 4));
+    let tasks = |s: &[serde_json::Value]| s.iter().map(|m| m["tasks"].clone()).collect::<Vec<_>>();
+    assert_eq!(tasks(&after), tasks(&whole));
+    assert!(whole.iter().all(|m| m["tasks"].as_array().unwrap().len() == 1), "one task a step");
+    assert_eq!(whole[0]["pools"]["unseen"], 4);
+    assert_eq!(whole[1]["pools"]["unseen"], 3);
+    for (x, y) in whole.iter().zip(&after) {
+        assert_same_metrics(x, y);
+        assert_eq!(x["pools"], y["pools"]);
+    }
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
 /// A bf16 run stopped after step 2 and resumed (`--steps 3 --resume`; the learning rate is
 /// constant, so the step count may grow) takes the same step 3 as an uninterrupted bf16 run:
 /// the weights and the AdamW moments come back in bf16, not f32.

@@ -91,6 +91,13 @@ pub struct TrainerConfig {
     /// from the oldest version that sampled any of its round's turns). Only with
     /// `max_steps_off_policy`.
     pub weight_sync: WeightSync,
+    /// How a step picks its training tasks: `uniform`, every task in turn in a seeded
+    /// order; `difficulty`, mostly tasks whose recent pass rate is inside
+    /// `trainer.difficulty.band`, with shares of unseen and of solved/failed tasks
+    /// ([`DifficultyConfig`]). Lockstep training only.
+    pub task_sampler: TaskSampler,
+    /// The `difficulty` task sampler's pools and shares.
+    pub difficulty: DifficultyConfig,
     /// Continue from the last checkpoint in `output.dir` (`--resume`): weights, optimizer
     /// state, metrics so far; the configuration must match the checkpoint's.
     pub resume: bool,
@@ -126,8 +133,49 @@ impl Default for TrainerConfig {
             max_steps_off_policy: None,
             groups_in_flight: None,
             weight_sync: WeightSync::Sync,
+            task_sampler: TaskSampler::Uniform,
+            difficulty: DifficultyConfig::default(),
             resume: false,
         }
+    }
+}
+
+/// How a step picks its training tasks (`trainer.task_sampler`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSampler {
+    /// Every task in turn, in a seeded shuffled order (then again in the same order).
+    #[default]
+    Uniform,
+    /// By recent pass rate (prime-rl's difficulty pools, AReaL's dynamic filter): see
+    /// [`DifficultyConfig`].
+    Difficulty,
+}
+
+/// The `difficulty` task sampler (`[trainer.difficulty]`). Each training task keeps its
+/// pass rate over its last `window` groups (an episode passes with reward ≥ 1; episodes lost
+/// to infrastructure failures do not count). A task never drawn is *unseen*; a drawn one is
+/// *too hard* at a rate ≤ `band[0]`, *too easy* at a rate ≥ `band[1]`, and *learning*
+/// between them. Each draw takes an unseen task with probability `unseen_share`, a too easy
+/// or too hard one with probability `revisit_share` (so their rates stay fresh), else a
+/// learning one; from an empty pool it falls back to learning, unseen, then the rest. No task
+/// is drawn twice in one step. Deterministic in `trainer.seed`; its state is in checkpoints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct DifficultyConfig {
+    /// `[lo, hi]`, 0 ≤ lo < hi ≤ 1: a task learns while lo < its pass rate < hi.
+    pub band: [f64; 2],
+    /// Share of draws from unseen tasks (0 to 1).
+    pub unseen_share: f64,
+    /// Share of draws from too easy and too hard tasks (0 to 1; with `unseen_share` at most 1).
+    pub revisit_share: f64,
+    /// Groups per task its pass rate is taken over, newest first (≥ 1).
+    pub window: u32,
+}
+
+impl Default for DifficultyConfig {
+    fn default() -> Self {
+        Self { band: [0.0, 1.0], unseen_share: 0.25, revisit_share: 0.1, window: 2 }
     }
 }
 

@@ -129,6 +129,12 @@ fn ranges(c: &RunConfig) -> Result<(), ConfigError> {
     need("trainer.max_sampling_attempts", t.max_sampling_attempts.into(), AtLeast(1.0))?;
     need("trainer.overlong_penalty", t.overlong_penalty, AtLeast(0.0))?;
     need_opt("trainer.groups_in_flight", t.groups_in_flight, AtLeast(1.0))?;
+    let d = &t.difficulty;
+    need("trainer.difficulty.band[0]", d.band[0], AtLeastBelow(0.0, 1.0))?;
+    need("trainer.difficulty.band[1]", d.band[1], AboveUpTo(0.0, 1.0))?;
+    need("trainer.difficulty.unseen_share", d.unseen_share, Within(0.0, 1.0))?;
+    need("trainer.difficulty.revisit_share", d.revisit_share, Within(0.0, 1.0))?;
+    need("trainer.difficulty.window", d.window.into(), Within(1.0, 1000.0))?;
     if c.output.dir.trim().is_empty() {
         return Err(ConfigError::Invalid { key: "output.dir".into(), message: "is empty; valid: a directory path".into() });
     }
@@ -170,6 +176,25 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
         if t.weight_sync != super::WeightSync::Sync {
             return Err(invalid("trainer.weight_sync", lockstep));
         }
+    }
+    let d = &t.difficulty;
+    if d.band[0] >= d.band[1] {
+        return Err(out_of_range("trainer.difficulty.band", format!("{:?}", d.band), "[lo, hi] with 0 ≤ lo < hi ≤ 1", ""));
+    }
+    if d.unseen_share + d.revisit_share > 1.0 {
+        return Err(out_of_range(
+            "trainer.difficulty.revisit_share",
+            d.revisit_share,
+            format!("0 to {}", 1.0 - d.unseen_share),
+            "trainer.difficulty.unseen_share + revisit_share ≤ 1",
+        ));
+    }
+    if t.task_sampler == super::TaskSampler::Difficulty && t.max_steps_off_policy.is_some() {
+        return Err(invalid(
+            "trainer.task_sampler",
+            "`difficulty` needs lockstep training (its draws depend on the rates of the groups before them); \
+             unset trainer.max_steps_off_policy or use `uniform`",
+        ));
     }
     if let Some(n) = m.max_new_tokens
         && n > m.max_episode_tokens

@@ -12,6 +12,11 @@
 //!   variance are in hand or the attempts run out; surplus groups are dropped in order.
 //! - **Overlong masking**: with `mask_truncated`, episodes cut by a budget keep their place in
 //!   the group statistics but leave the loss.
+//! - **Infrastructure failures** ([`EpisodeStats::infra_failed`](crate::EpisodeStats)): an
+//!   episode the sandbox, the grading harness or an env process lost (not the model) leaves the
+//!   batch before anything else looks at it — its group's statistics, filtering, advantages,
+//!   reward terms and the loss — exactly as if it had never been sampled; it is counted
+//!   (`infra_failed`) and kept apart ([`StepBatch::infra_failed`]). Nothing is retried.
 //!
 //! - **KL in the reward** (`loss.kl_placement = "reward"`): the caller's `reward_terms` hook
 //!   adds −β·Σ_t k(π_sampler, π_ref) over an episode's policy tokens ([`kl_penalty`]).
@@ -85,12 +90,18 @@ pub struct BatchStats {
     pub extra_reward_mean: f64,
     /// Truncated episodes taken out of the loss by `mask_truncated`.
     pub masked_truncated: usize,
+    /// Episodes lost to infrastructure failures, left out of everything above.
+    #[serde(default)]
+    pub infra_failed: usize,
 }
 
 /// A step's episodes: everything sampled (for metrics and tool statistics) and the part the
 /// update trains on with its advantages.
 pub struct StepBatch {
+    /// The sampled episodes, less those lost to infrastructure failures.
     pub sampled: Vec<Episode>,
+    /// Episodes lost to infrastructure failures (for their counters only).
+    pub infra_failed: Vec<Episode>,
     pub train: Vec<Episode>,
     pub advantages: Vec<f64>,
     pub rollout: RolloutStats,
@@ -162,6 +173,7 @@ pub fn collect_from(
     let mut sampled: Vec<Episode> = Vec::new();
     let mut shaped: Vec<f64> = Vec::new();
     let mut kept_groups: Vec<usize> = Vec::new();
+    let mut infra_failed: Vec<Episode> = Vec::new();
     let mut stats = BatchStats::default();
     let mut rstats = RolloutStats::default();
     let max_attempts = opts.max_sampling_attempts.max(1);
@@ -171,6 +183,10 @@ pub fn collect_from(
         let n = if stats.attempts == 0 { opts.prompts } else { want };
         let base = stats.groups_sampled;
         let (episodes, r) = groups(n, base, stats.attempts)?;
+        // Lost to the infrastructure: out before any statistic sees them.
+        let (episodes, lost): (Vec<Episode>, Vec<Episode>) = episodes.into_iter().partition(|e| !e.stats.infra_failed);
+        stats.infra_failed += lost.len();
+        infra_failed.extend(lost);
         merge(&mut rstats, &r);
         stats.attempts += 1;
         stats.groups_sampled += n;
@@ -188,6 +204,10 @@ pub fn collect_from(
         for g in base..base + n {
             // DAPO filters on correctness (`filter_groups.metric = acc`), not on the shaped reward.
             let rewards: Vec<f64> = sampled.iter().filter(|e| e.group == g).map(|e| e.reward).collect();
+            if rewards.is_empty() {
+                // Every episode of the group was lost: nothing to learn from or to count.
+                continue;
+            }
             let flat = rewards.windows(2).all(|w| w[0] == w[1]);
             stats.groups_zero_variance += flat as usize;
             stats.groups_identical_nonzero += (flat && rewards.first().is_some_and(|&r| r != 0.0)) as usize;
@@ -222,13 +242,14 @@ pub fn collect_from(
         train.push(sampled[i].clone());
         advantages.push(a);
     }
-    Ok(StepBatch { sampled, train, advantages, rollout: rstats, stats })
+    Ok(StepBatch { sampled, infra_failed, train, advantages, rollout: rstats, stats })
 }
 
 pub(crate) fn merge(into: &mut RolloutStats, r: &RolloutStats) {
     into.episodes += r.episodes;
     into.generated_tokens += r.generated_tokens;
     into.generate_seconds += r.generate_seconds;
+    into.env_seconds += r.env_seconds;
     into.seconds += r.seconds;
     into.truncated += r.truncated;
     into.prompt_tokens += r.prompt_tokens;
@@ -255,6 +276,85 @@ mod tests {
         // k2 = ½(0.25 + 1) = 0.625 → −0.0625.
         let k2 = kl_penalty(std::slice::from_ref(&e), &reference, 0.1, KlEstimator::K2);
         assert!((k2[0] + 0.0625).abs() < 1e-12, "{k2:?}");
+    }
+
+    /// GRPO's group-normalized advantage (mean and population std per group).
+    struct GroupNorm;
+    impl AdvantageFn for GroupNorm {
+        fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, crate::LossError> {
+            let of =
+                |g: usize| -> Vec<f64> { input.rewards.iter().zip(input.group_ids).filter(|(_, h)| **h == g).map(|(r, _)| *r).collect() };
+            Ok(input
+                .rewards
+                .iter()
+                .zip(input.group_ids)
+                .map(|(r, g)| {
+                    let rs = of(*g);
+                    let mean = rs.iter().sum::<f64>() / rs.len() as f64;
+                    let std = (rs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / rs.len() as f64).sqrt();
+                    (r - mean) / (std + 1e-6)
+                })
+                .collect())
+        }
+    }
+
+    fn episode(group: usize, reward: f64, tokens: usize, infra_failed: bool) -> Episode {
+        Episode {
+            task_id: format!("task-{group}"),
+            group,
+            ids: vec![1; tokens + 1],
+            policy_mask: (0..=tokens).map(|t| t > 0).collect(),
+            sampler_logprobs: vec![-0.5; tokens + 1],
+            turn_ids: vec![0; tokens + 1],
+            reward,
+            stats: crate::EpisodeStats { infra_failed, ..Default::default() },
+            ..Episode::default()
+        }
+    }
+
+    #[test]
+    fn an_infra_failed_episode_leaves_the_batch_as_if_never_sampled() {
+        // Three groups; the lost episodes carry rewards that would change every statistic:
+        // group 0 would have variance, group 1 would be all right, group 2 loses everyone.
+        let with: Vec<Episode> = vec![
+            episode(0, 0.0, 5, false),
+            episode(0, 1.0, 9, true),
+            episode(0, 0.0, 7, false),
+            episode(1, 1.0, 4, false),
+            episode(1, 0.0, 3, true),
+            episode(1, 0.0, 6, false),
+            episode(1, 1.0, 2, false),
+            episode(2, 1.0, 2, true),
+            episode(2, 0.0, 2, true),
+        ];
+        let without: Vec<Episode> = with.iter().filter(|e| !e.stats.infra_failed).cloned().collect();
+        for skip_zero_variance in [false, true] {
+            let opts = BatchOptions {
+                prompts: 3,
+                group_size: 3,
+                max_sampling_attempts: 1,
+                skip_zero_variance,
+                mask_truncated: false,
+                overlong: Some(Overlong { max_tokens: 8, buffer: 4, factor: 1.0 }),
+            };
+            let run = |episodes: &Vec<Episode>| {
+                let mut source = |_: usize, _: usize, _: u32| Ok((episodes.clone(), RolloutStats::default()));
+                let terms = |es: &[Episode]| Ok(es.iter().map(|e| -0.01 * e.policy_tokens() as f64).collect());
+                collect_from(&mut source, &GroupNorm, &opts, Some(&terms)).unwrap()
+            };
+            let (a, b) = (run(&with), run(&without));
+            assert_eq!(a.train, b.train);
+            assert_eq!(
+                a.advantages.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                b.advantages.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
+            assert_eq!(a.sampled, b.sampled);
+            assert_eq!((a.stats.infra_failed, b.stats.infra_failed), (4, 0));
+            assert_eq!(a.infra_failed.len(), 4);
+            assert_eq!(a.stats, BatchStats { infra_failed: 4, ..b.stats.clone() }, "skip_zero_variance {skip_zero_variance}");
+            // Group 0 is flat without its lost episode: it trains only when nothing is skipped.
+            assert_eq!(a.train.iter().any(|e| e.group == 0), !skip_zero_variance);
+        }
     }
 
     #[test]

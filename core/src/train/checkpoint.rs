@@ -13,7 +13,7 @@
 //! leaves only a dot-directory that [`latest`] ignores.
 //!
 //! Nothing else needs saving for an exact continuation besides the data position
-//! (`tasks_used`): every random choice of the loop is a
+//! (`tasks_used`) and the `difficulty` task sampler's state: every other random choice of the loop is a
 //! function of the config seed and the step index (the task order is a seeded permutation,
 //! each step's sampling seed is `seed ^ step·0x9e3779b9`, evaluation has its own seed).
 
@@ -40,6 +40,13 @@ pub struct TrainerState {
     /// Metrics of steps 1..=step.
     pub steps: Vec<StepMetrics>,
     pub before: Option<Evaluation>,
+    /// The evaluation before training on the second held-out split (`heldout_instances`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_instances: Option<Evaluation>,
+    /// The `difficulty` task sampler's state (`None` with `uniform`, whose state is
+    /// `tasks_used`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_sampler: Option<super::curriculum::DifficultyState>,
     /// Tool and episode counters summed over the training episodes so far.
     pub tool_stats: BTreeMap<String, u64>,
     /// Wall-clock seconds spent so far (over every process of the run).
@@ -332,6 +339,8 @@ mod tests {
             config: RunConfig::default(),
             steps: vec![],
             before: None,
+            before_instances: None,
+            task_sampler: None,
             tool_stats: BTreeMap::new(),
             wall_seconds: 0.0,
             tasks_used: 0,

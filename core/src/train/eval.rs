@@ -1,5 +1,7 @@
 //! Held-out evaluation: `n` episodes per task, pass@1 per task with counts, the overall
-//! pass@1 with a task-level bootstrap interval (see [`crate::eval`]).
+//! pass@1 with a task-level bootstrap interval (see [`crate::eval`]). Episodes lost to
+//! infrastructure failures ([`crate::EpisodeStats::infra_failed`]) are not counted (a task that
+//! lost all of them leaves the summary); `infra_failed` says how many.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +15,12 @@ use crate::eval::{Bootstrap, PassSummary, TaskCount, summarize};
 use crate::policy::Policy;
 use crate::{Env, Episode, EpisodeFinish, Split};
 
-/// One evaluation of a policy on the held-out split.
+/// One evaluation of a policy on a held-out split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Evaluation {
+    /// The split evaluated (`heldout` in files older than the second split).
+    #[serde(default = "heldout")]
+    pub split: Split,
     pub per_task: Vec<TaskCount>,
     pub summary: PassSummary,
     /// One decoded transcript per task (its first episode).
@@ -27,6 +32,13 @@ pub struct Evaluation {
     /// `tool_stats` sums them over training).
     #[serde(default)]
     pub tool_stats: BTreeMap<String, u64>,
+    /// Episodes lost to infrastructure failures, left out of the counts above.
+    #[serde(default)]
+    pub infra_failed: usize,
+}
+
+fn heldout() -> Split {
+    Split::Heldout
 }
 
 /// One evaluation episode in numbers.
@@ -39,6 +51,9 @@ pub struct EpisodeSummary {
     pub turns: u32,
     pub tool_calls: u32,
     pub finish: Option<EpisodeFinish>,
+    /// Lost to an infrastructure failure (not counted).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub infra_failed: bool,
 }
 
 /// A decoded episode, for reading what the model did.
@@ -49,7 +64,7 @@ pub struct Transcript {
     pub text: String,
 }
 
-/// Evaluate `policy` on every held-out task, `n` episodes each.
+/// Evaluate `policy` on every task of the `heldout` split, `n` episodes each.
 pub fn evaluate(
     env: &dyn Env,
     codec: &dyn ChatCodec,
@@ -59,14 +74,34 @@ pub fn evaluate(
     bootstrap: &Bootstrap,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Evaluation, TrainError> {
-    let tasks = env.tasks(Split::Heldout)?;
+    evaluate_split(env, codec, policy, Split::Heldout, n, opts, bootstrap, progress)
+}
+
+/// Evaluate `policy` on every task of a held-out `split` (which must have tasks), `n`
+/// episodes each.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_split(
+    env: &dyn Env,
+    codec: &dyn ChatCodec,
+    policy: &mut dyn Policy,
+    split: Split,
+    n: usize,
+    opts: &RolloutOptions,
+    bootstrap: &Bootstrap,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Evaluation, TrainError> {
+    let tasks = env.tasks(split)?;
+    if tasks.is_empty() {
+        return Err(TrainError::Other(format!("the env has no {split} tasks to evaluate")));
+    }
     let specs: Vec<_> = tasks.iter().enumerate().flat_map(|(g, t)| (0..n).map(move |_| (t.clone(), g))).collect();
     let (episodes, _) = rollout(env, codec, policy, &specs, opts, progress)?;
+    let infra_failed = episodes.iter().filter(|e| e.stats.infra_failed).count();
     let per_task: Vec<TaskCount> = tasks
         .iter()
         .enumerate()
         .map(|(g, t)| {
-            let mine: Vec<&Episode> = episodes.iter().filter(|e| e.group == g).collect();
+            let mine: Vec<&Episode> = episodes.iter().filter(|e| e.group == g && !e.stats.infra_failed).collect();
             TaskCount {
                 task_id: t.id.clone(),
                 family: t.family.clone(),
@@ -74,7 +109,14 @@ pub fn evaluate(
                 correct: mine.iter().filter(|e| e.reward >= 1.0).count() as u32,
             }
         })
+        .filter(|c| c.n > 0)
         .collect();
+    if per_task.is_empty() {
+        return Err(TrainError::Other(format!(
+            "every {split} episode was lost to infrastructure failures ({infra_failed} of {}); see the sandbox or env errors above",
+            episodes.len()
+        )));
+    }
     let summary = summarize(&per_task, bootstrap).map_err(TrainError::Other)?;
     let mut transcripts = Vec::new();
     for (g, t) in tasks.iter().enumerate() {
@@ -95,7 +137,8 @@ pub fn evaluate(
             turns: e.stats.turns,
             tool_calls: e.stats.tool_calls,
             finish: e.stats.finish,
+            infra_failed: e.stats.infra_failed,
         })
         .collect();
-    Ok(Evaluation { per_task, summary, transcripts, episodes, tool_stats })
+    Ok(Evaluation { split, per_task, summary, transcripts, episodes, tool_stats, infra_failed })
 }

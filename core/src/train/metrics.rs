@@ -84,8 +84,21 @@ pub struct StepMetrics {
     pub prefill_tokens_per_episode: f64,
     pub generate_tokens_per_s: f64,
     pub update_tokens_per_s: f64,
+    /// Where the step's time went: the rollout (`rollout_seconds`), of it the sampler's
+    /// decoding (`generate_seconds`) and the env (`env_seconds`: tool calls, the sandbox's jobs,
+    /// grading); the update (`update_seconds`), of it the no-grad scoring pass
+    /// (`scoring_seconds`: old log-probabilities and the pre-update metrics); the checkpoint
+    /// written after the step (`checkpoint_seconds`, 0 when none was).
     pub rollout_seconds: f64,
+    #[serde(default)]
+    pub generate_seconds: f64,
+    #[serde(default)]
+    pub env_seconds: f64,
     pub update_seconds: f64,
+    #[serde(default)]
+    pub scoring_seconds: f64,
+    #[serde(default)]
+    pub checkpoint_seconds: f64,
     pub step_seconds: f64,
     /// The process's peak resident memory so far, MiB (getrusage; unix). On a GPU device
     /// this is host memory only: burn 0.21 exposes no device-memory statistic through
@@ -95,6 +108,18 @@ pub struct StepMetrics {
     /// each cost its episode the reward (counter `sandbox_exhausted`).
     #[serde(default)]
     pub sandbox_exhausted: u64,
+    /// Episodes lost to infrastructure failures (the sandbox could not start a job, the grading
+    /// harness died first, an env process crashed or hung): left out of the rewards above, the
+    /// groups' statistics and the loss.
+    #[serde(default)]
+    pub infra_failed: usize,
+    /// The step's training tasks, in the order drawn (every rollout round).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<String>,
+    /// The difficulty sampler's pools when the step began drawing (`trainer.task_sampler =
+    /// "difficulty"`; absent with `uniform`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<super::curriculum::PoolSizes>,
     /// Async off-policy training's waits, drops, staleness and groups in flight (with
     /// `trainer.max_steps_off_policy`; absent in lockstep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +160,12 @@ impl StepMetrics {
         if let Some(a) = &self.off_policy {
             let stale = a.staleness.keys().next_back().copied().unwrap_or(0);
             line += &format!("  staleness ≤{stale}  dropped_stale {}  train_wait {}", a.dropped_stale_groups, duration(a.train_wait_s));
+        }
+        if let Some(p) = &self.pools {
+            line += &format!("  pools unseen/hard/learning/easy {}/{}/{}/{}", p.unseen, p.too_hard, p.learning, p.too_easy);
+        }
+        if self.infra_failed > 0 {
+            line += &format!("  infra_failed {}", self.infra_failed);
         }
         if self.sandbox_exhausted > 0 {
             line += &format!("  sandbox_exhausted {}", self.sandbox_exhausted);

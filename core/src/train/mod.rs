@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod curriculum;
 pub mod eval;
 pub mod metrics;
 pub mod micro;

@@ -17,7 +17,7 @@ pub struct Preflight {
 pub fn preflight(config: &RunConfig, env: &dyn Env, codec: &dyn ChatCodec) -> Result<Preflight, TrainError> {
     let mut out = Preflight::default();
     overlong(config, env)?;
-    for split in [Split::Train, Split::Heldout] {
+    for split in [Split::Train, Split::Heldout, Split::HeldoutInstances] {
         if let Some(w) = prompt_budget(config, env, codec, split)? {
             out.warnings.push(w);
         }

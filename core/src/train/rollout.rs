@@ -43,6 +43,10 @@ pub struct RolloutStats {
     pub episodes: usize,
     pub generated_tokens: usize,
     pub generate_seconds: f64,
+    /// Of `seconds`, the time inside the env: starting episodes, tool calls (the sandbox's
+    /// jobs included) and grading.
+    #[serde(default)]
+    pub env_seconds: f64,
     pub seconds: f64,
     /// Episodes ended by a token budget (a last turn cut by `max_new_tokens` included) or
     /// the turn limit rather than a final answer.
@@ -87,11 +91,11 @@ pub fn rollout(
     progress(0, specs.len());
     let response_budget = opts.max_response_tokens.unwrap_or(usize::MAX);
     for (index, (task, _)) in specs.iter().enumerate() {
-        let session = env.reset(task)?;
+        let session = timed(&mut stats.env_seconds, || env.reset(task))?;
         let conv = Conversation::start(codec, session.messages().to_vec(), tools.clone())?;
         let mut l = Live { index, session, conv, generated: 0 };
         if opts.max_prompt_tokens.is_some_and(|max| l.conv.ids.len() > max) {
-            let mut outcome = l.session.finish()?;
+            let mut outcome = timed(&mut stats.env_seconds, || l.session.finish())?;
             outcome.stats.truncated = true;
             outcome.stats.bump("prompt_over_budget");
             stats.truncated += 1;
@@ -108,7 +112,7 @@ pub fn rollout(
             .into_iter()
             .partition(|l| l.conv.ids.len() + opts.sampling.max_new_tokens <= opts.max_episode_tokens && l.generated < response_budget);
         for mut l in over {
-            let mut outcome = l.session.finish()?;
+            let mut outcome = timed(&mut stats.env_seconds, || l.session.finish())?;
             outcome.stats.truncated = true;
             stats.truncated += 1;
             let why = if l.generated >= response_budget { EpisodeFinish::ResponseBudget } else { EpisodeFinish::EpisodeBudget };
@@ -157,7 +161,7 @@ pub fn rollout(
             l.generated += sample.ids.len();
             let text = l.conv.push_assistant(codec, &sample.ids, &sample.sampler_logprobs)?;
             let parsed = parse_turn(&text, &tools, opts.max_calls_per_turn as usize);
-            match l.session.step(&parsed)? {
+            match timed(&mut stats.env_seconds, || l.session.step(&parsed))? {
                 Step::Done(mut outcome) => {
                     // A last turn cut by a token budget is not a final answer (DAPO's overlong).
                     let cut = sample.finish == FinishReason::Length;
@@ -168,7 +172,7 @@ pub fn rollout(
                     finish(l, outcome, if cut { EpisodeFinish::Length } else { EpisodeFinish::Done }, &mut done);
                 }
                 Step::Observe(_) if last_turn => {
-                    let mut outcome = l.session.finish()?;
+                    let mut outcome = timed(&mut stats.env_seconds, || l.session.finish())?;
                     outcome.stats.truncated = true;
                     stats.truncated += 1;
                     finish(l, outcome, EpisodeFinish::MaxTurns, &mut done);
@@ -186,12 +190,20 @@ pub fn rollout(
     for l in live {
         // Only reachable with max_turns = 0.
         let mut l = l;
-        let outcome = l.session.finish()?;
+        let outcome = timed(&mut stats.env_seconds, || l.session.finish())?;
         finish(l, outcome, EpisodeFinish::MaxTurns, &mut done);
     }
     stats.seconds = start.elapsed().as_secs_f64();
     let episodes = done.into_iter().map(|e| e.expect("every episode finished")).collect();
     Ok((episodes, stats))
+}
+
+/// `f()`, its wall time added to `seconds`.
+fn timed<T>(seconds: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    *seconds += t.elapsed().as_secs_f64();
+    out
 }
 
 /// A distinct seed per (turn, chunk), so chunks never share random streams.

@@ -167,6 +167,8 @@ mod tests {
             config: config.clone(),
             steps: vec![],
             before: None,
+            before_instances: None,
+            task_sampler: None,
             tool_stats: Default::default(),
             wall_seconds: 0.0,
             tasks_used: 0,

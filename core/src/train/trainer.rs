@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::batch::{BatchOptions, Overlong, RewardTerms, collect, kl_penalty};
 use super::checkpoint::{self, TrainerState};
-use super::eval::{Evaluation, evaluate};
+use super::curriculum::Curriculum;
+use super::eval::{Evaluation, evaluate_split};
 use super::metrics::StepMetrics;
 use super::offpolicy::{self, AsyncSampling};
 use super::rollout::RolloutOptions;
@@ -74,13 +75,27 @@ pub struct RunReport {
     /// The chat layer's start-up self-check summary.
     pub self_check: String,
     pub steps: Vec<StepMetrics>,
+    /// The `heldout` split (the coding gyms: bug templates no training task has) before and
+    /// after training.
     pub before: Option<Evaluation>,
     pub after: Option<Evaluation>,
     /// pass@1 after − before on the same held-out tasks.
     pub difference: Option<PairedDifference>,
+    /// The second held-out split, `heldout_instances` (the coding gyms: the training bugs
+    /// under names and operand orders never trained on), when the env has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heldout_instances: Option<SplitResult>,
     /// Tool and episode counters summed over training episodes.
     pub tool_stats: BTreeMap<String, u64>,
     pub wall_seconds: f64,
+}
+
+/// A held-out split's evaluations before and after training and their paired difference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SplitResult {
+    pub before: Option<Evaluation>,
+    pub after: Option<Evaluation>,
+    pub difference: Option<PairedDifference>,
 }
 
 /// Run training as `config` says, writing into `out_dir`. `log` receives console lines;
@@ -118,15 +133,18 @@ pub fn train(
     } else {
         None
     };
-    let before = if let Some(state) = &resumed {
-        state.before.clone()
-    } else if eval_n > 0 {
-        log(&format!("eval before: {} per held-out task", plural(eval_n, "episode")));
-        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval before", d, t))?;
-        log(&eval_line("before", &e));
-        Some(e)
+    // The held-out splits the env has: `heldout` always, `heldout_instances` when it lists any.
+    let splits: Vec<Split> = if eval_n == 0 {
+        Vec::new()
+    } else if env.tasks(Split::HeldoutInstances)?.is_empty() {
+        vec![Split::Heldout]
     } else {
-        None
+        Split::HELDOUT.to_vec()
+    };
+    let held_out = HeldOut { env, codec, splits: &splits, n: eval_n, opts: &eval_opts, bootstrap: &bootstrap };
+    let [before, before_instances] = match &resumed {
+        Some(state) => [state.before.clone(), state.before_instances.clone()],
+        None => held_out.evaluate(policy, "before", log, progress)?,
     };
 
     let train_tasks = env.tasks(Split::Train)?;
@@ -137,10 +155,11 @@ pub fn train(
     let update_opts = update_options(config, loss, &rollout_opts);
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path).map_err(TrainError::at(&metrics_path))?;
-    let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used, resumed_in_flight) = match resumed {
-        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used, s.groups_in_flight),
-        None => (0, Vec::new(), BTreeMap::new(), 0.0, 0, 0),
+    let (first_step, mut steps, mut tool_stats, earlier_seconds, tasks_used, resumed_in_flight, sampler_state) = match resumed {
+        Some(s) => (s.step, s.steps, s.tool_stats, s.wall_seconds, s.tasks_used, s.groups_in_flight, s.task_sampler),
+        None => (0, Vec::new(), BTreeMap::new(), 0.0, 0, 0, None),
     };
+    let mut curriculum = Curriculum::new(&config.trainer, &train_tasks, tasks_used, sampler_state.as_ref()).map_err(TrainError::Other)?;
     if resumed_in_flight > 0 {
         log(&format!("{} in flight at the checkpoint discarded; their tasks are sampled again", plural(resumed_in_flight, "group")));
     }
@@ -154,6 +173,8 @@ pub fn train(
         config: config.clone(),
         steps: steps.to_vec(),
         before: before.clone(),
+        before_instances: before_instances.clone(),
+        task_sampler: None,
         tool_stats: tool_stats.clone(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used,
@@ -193,7 +214,7 @@ pub fn train(
             }
         ));
     }
-    // The data position: tasks are handed out in `order`, round after round.
+    // The data position: tasks handed out so far (the curriculum's in lockstep).
     let mut cursor = tasks_used;
     let loop_start = Instant::now();
     let mut last_checkpoint: Option<PathBuf> = checkpoint::latest_of(out_dir, run_id.as_deref())?.map(|(dir, _)| dir);
@@ -225,6 +246,7 @@ pub fn train(
         for step in first_step..config.trainer.steps {
             let t0 = Instant::now();
             let stage = format!("step {}/{total_steps} rollout", step + 1);
+            let pools = curriculum.pools();
             let batch = match &mut sampler {
                 None => {
                     let opts = RolloutOptions {
@@ -234,14 +256,15 @@ pub fn train(
                         },
                         ..rollout_opts.clone()
                     };
-                    let mut next_tasks = |n: usize| {
-                        let tasks: Vec<Task> = (0..n).map(|j| train_tasks[order[(cursor + j) % order.len()]].clone()).collect();
-                        cursor += n;
-                        tasks
-                    };
-                    collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
-                        progress(&stage, d, t)
-                    })?
+                    let mut next_tasks =
+                        |n: usize| -> Vec<Task> { curriculum.draw(n).into_iter().map(|i| train_tasks[i].clone()).collect() };
+                    let batch =
+                        collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
+                            progress(&stage, d, t)
+                        })?;
+                    curriculum.observe(&batch.sampled);
+                    cursor = curriculum.used();
+                    batch
                 }
                 Some(s) => {
                     let batch = s.collect(step, advantage, &batch_opts, kl_terms.as_deref(), &mut |d, t| progress(&stage, d, t))?;
@@ -262,15 +285,42 @@ pub fn train(
             let rstats = &batch.rollout;
             let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
             m.lr = opts.lr;
+            m.tasks = step_tasks(&batch);
+            m.pools = pools;
+            m.sandbox_exhausted += super::metrics::sandbox_exhausted(&batch.infra_failed);
             if let Some(s) = &mut sampler {
                 let mut a = s.metrics(&batch, &upd);
                 a.discarded_in_flight = std::mem::take(&mut discarded);
                 m.off_policy = Some(a);
             }
-            for e in episodes {
+            for e in episodes.iter().chain(&batch.infra_failed) {
                 super::metrics::sum_counters(&mut tool_stats, e);
             }
-            writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
+            if episodes.is_empty() && !batch.infra_failed.is_empty() {
+                return Err(TrainError::Other(format!(
+                    "stopped at step {}: all {} were lost to infrastructure failures ({}); the sandbox or the env is failing — \
+                     see its errors above",
+                    step + 1,
+                    plural(batch.infra_failed.len(), "episode"),
+                    infra_reasons(&batch.infra_failed)
+                )));
+            }
+            let bad = m.non_finite_updates;
+            // A skipped step's weights are the previous step's: no new checkpoint for it.
+            let checkpoint_now = bad == 0 && config.output.checkpoints && cadence.due(step + 1);
+            steps.push(m);
+            if checkpoint_now {
+                let t = Instant::now();
+                let mut state = state_at(step + 1, &steps, &tool_stats, cursor);
+                state.groups_in_flight = sampler.as_ref().map_or(0, AsyncSampling::in_flight);
+                state.task_sampler = curriculum.state();
+                last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
+                cadence.written();
+                checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
+                steps.last_mut().expect("just pushed").checkpoint_seconds = t.elapsed().as_secs_f64();
+            }
+            let m = steps.last().expect("just pushed");
+            writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
             metrics_file.flush().map_err(TrainError::at(&metrics_path))?;
             let done_here = (step + 1 - first_step) as f64;
             let per_step = loop_start.elapsed().as_secs_f64() / done_here;
@@ -280,8 +330,14 @@ pub fn train(
             if b.groups_sampled > 0 && b.groups_zero_variance == b.groups_sampled {
                 log(&format!("no gradient this step: all {} had equal rewards", plural(b.groups_sampled, "group")));
             }
-            let bad = m.non_finite_updates;
-            steps.push(m);
+            if !batch.infra_failed.is_empty() {
+                log(&format!(
+                    "step {}/{total_steps}: {} lost to infrastructure failures ({}), left out of the step's statistics and loss",
+                    step + 1,
+                    plural(batch.infra_failed.len(), "episode"),
+                    infra_reasons(&batch.infra_failed)
+                ));
+            }
             if bad > 0 {
                 non_finite_in_a_row += 1;
                 log(&format!(
@@ -301,17 +357,9 @@ pub fn train(
                         step + 1
                     )));
                 }
-                // A skipped step's weights are the previous step's: no new checkpoint for it.
                 continue;
             }
             non_finite_in_a_row = 0;
-            if config.output.checkpoints && cadence.due(step + 1) {
-                let mut state = state_at(step + 1, &steps, &tool_stats, cursor);
-                state.groups_in_flight = sampler.as_ref().map_or(0, AsyncSampling::in_flight);
-                last_checkpoint = Some(checkpoint::write(policy, codec, out_dir, &format!("step-{:05}", step + 1), &state)?);
-                cadence.written();
-                checkpoint::prune(out_dir, config.trainer.keep_checkpoints as usize)?;
-            }
         }
         // Dropping the sampler stops the rollout thread; what it had in flight is discarded.
         Ok(sampler.as_ref().map_or(0, AsyncSampling::in_flight))
@@ -322,27 +370,18 @@ pub fn train(
     if config.output.checkpoints && config.trainer.steps > first_step {
         let mut state = state_at(config.trainer.steps, &steps, &tool_stats, cursor);
         state.groups_in_flight = in_flight;
+        state.task_sampler = curriculum.state();
         checkpoint::write(policy, codec, out_dir, "final", &state)?;
     }
 
-    let after = if eval_n > 0 {
-        let e = evaluate(env, codec, policy, eval_n, &eval_opts, &bootstrap, &mut |d, t| progress("eval after", d, t))?;
-        log(&eval_line("after", &e));
-        Some(e)
-    } else {
-        None
-    };
-    let difference = match (&before, &after) {
-        (Some(b), Some(a)) => {
-            let d = paired_difference(&b.per_task, &a.per_task, &bootstrap).map_err(TrainError::Other)?;
-            log(&format!(
-                "pass@1 after − before: {:+.3}  95% CI [{:+.3}, {:+.3}]  p = {:.3}  ({} tasks)",
-                d.mean, d.ci.lo, d.ci.hi, d.p_value, d.tasks
-            ));
-            Some(d)
-        }
-        _ => None,
-    };
+    let [after, after_instances] = held_out.evaluate(policy, "after", log, progress)?;
+    let difference = paired(&before, &after, &bootstrap, log)?;
+    let instances_difference = paired(&before_instances, &after_instances, &bootstrap, log)?;
+    let heldout_instances = (before_instances.is_some() || after_instances.is_some()).then(|| SplitResult {
+        before: before_instances,
+        after: after_instances,
+        difference: instances_difference,
+    });
     let report = RunReport {
         meta,
         config: config.clone(),
@@ -351,6 +390,7 @@ pub fn train(
         before,
         after,
         difference,
+        heldout_instances,
         tool_stats,
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
     };
@@ -504,18 +544,28 @@ fn step_metrics(
         generate_tokens_per_s: if r.generate_seconds > 0.0 { r.generated_tokens as f64 / r.generate_seconds } else { 0.0 },
         update_tokens_per_s: u.tokens_per_s,
         rollout_seconds: r.seconds,
+        generate_seconds: r.generate_seconds,
+        env_seconds: r.env_seconds,
         update_seconds: u.seconds,
+        scoring_seconds: u.scoring_seconds,
         step_seconds: seconds,
         peak_rss_mb: super::metrics::peak_rss_mb(),
         sandbox_exhausted: super::metrics::sandbox_exhausted(episodes),
+        infra_failed: b.infra_failed,
+        checkpoint_seconds: 0.0,
+        tasks: Vec::new(),
+        pools: None,
         off_policy: None,
     }
 }
 
 fn eval_line(when: &str, e: &Evaluation) -> String {
     let s = &e.summary;
+    let lost =
+        if e.infra_failed > 0 { format!("; {} lost to infrastructure failures", plural(e.infra_failed, "episode")) } else { String::new() };
     format!(
-        "eval {when}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {}, {})",
+        "eval {when}, {}: pass@1 {:.3}  95% CI [{:.3}, {:.3}]  ({} of {}, {}{lost})",
+        e.split,
         s.pass_at_1,
         s.ci.lo,
         s.ci.hi,
@@ -523,6 +573,86 @@ fn eval_line(when: &str, e: &Evaluation) -> String {
         plural(s.episodes as usize, "episode"),
         plural(s.tasks, "task")
     )
+}
+
+/// The held-out evaluations of a run: every split the env has, `n` episodes per task.
+struct HeldOut<'a> {
+    env: &'a dyn Env,
+    codec: &'a dyn ChatCodec,
+    splits: &'a [Split],
+    n: usize,
+    opts: &'a RolloutOptions,
+    bootstrap: &'a Bootstrap,
+}
+
+impl HeldOut<'_> {
+    /// `[heldout, heldout_instances]`, each `None` when not evaluated.
+    fn evaluate(
+        &self,
+        policy: &mut dyn TrainablePolicy,
+        when: &str,
+        log: &mut dyn FnMut(&str),
+        progress: &mut dyn FnMut(&str, usize, usize),
+    ) -> Result<[Option<Evaluation>; 2], TrainError> {
+        let mut out = [None, None];
+        for &split in self.splits {
+            let stage = format!("eval {when}, {split}");
+            log(&format!("{stage}: {} per task", plural(self.n, "episode")));
+            let e =
+                evaluate_split(self.env, self.codec, policy, split, self.n, self.opts, self.bootstrap, &mut |d, t| progress(&stage, d, t))?;
+            log(&eval_line(when, &e));
+            out[usize::from(split == Split::HeldoutInstances)] = Some(e);
+        }
+        Ok(out)
+    }
+}
+
+/// The paired difference after − before over the tasks both evaluations counted (a task whose
+/// episodes were all lost to infrastructure failures in either is left out, and said so).
+fn paired(
+    before: &Option<Evaluation>,
+    after: &Option<Evaluation>,
+    bootstrap: &Bootstrap,
+    log: &mut dyn FnMut(&str),
+) -> Result<Option<PairedDifference>, TrainError> {
+    let (Some(before), Some(after)) = (before, after) else { return Ok(None) };
+    let has = |e: &Evaluation, id: &str| e.per_task.iter().any(|t| t.task_id == id);
+    let b: Vec<_> = before.per_task.iter().filter(|t| has(after, &t.task_id)).cloned().collect();
+    let a: Vec<_> = after.per_task.iter().filter(|t| has(before, &t.task_id)).cloned().collect();
+    let left_out = before.per_task.len() + after.per_task.len() - b.len() - a.len();
+    if left_out > 0 {
+        log(&format!("paired difference, {}: tasks counted in only one evaluation left out ({left_out})", after.split));
+    }
+    let d = paired_difference(&b, &a, bootstrap).map_err(TrainError::Other)?;
+    log(&format!(
+        "pass@1 after − before, {}: {:+.3}  95% CI [{:+.3}, {:+.3}]  p = {:.3}  ({} tasks)",
+        after.split, d.mean, d.ci.lo, d.ci.hi, d.p_value, d.tasks
+    ));
+    Ok(Some(d))
+}
+
+/// The step's training tasks, one per group in group order.
+fn step_tasks(batch: &super::batch::StepBatch) -> Vec<String> {
+    let mut groups: Vec<(usize, &str)> = batch.sampled.iter().chain(&batch.infra_failed).map(|e| (e.group, e.task_id.as_str())).collect();
+    groups.sort();
+    groups.dedup();
+    groups.into_iter().map(|(_, id)| id.to_string()).collect()
+}
+
+/// `sandbox_exhausted 2, env_process_errors 1`: the infrastructure counters of lost episodes.
+fn infra_reasons(lost: &[Episode]) -> String {
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for e in lost {
+        for key in [crate::SANDBOX_EXHAUSTED, crate::SANDBOX_FAILED, crate::HARNESS_FAILED, "env_process_errors"] {
+            if let Some(n) = e.stats.counters.get(key) {
+                *counts.entry(key).or_default() += n;
+            }
+        }
+    }
+    if counts.is_empty() {
+        return "marked by the env".into();
+    }
+    counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
 }
 
 /// `1 episode`, `4 episodes`.

@@ -98,6 +98,10 @@ pub struct UpdateMetrics {
     pub non_finite_steps: u32,
     pub tokens_per_s: f64,
     pub seconds: f64,
+    /// Of `seconds`, the no-grad scoring pass before the first optimizer step: the later
+    /// minibatches' old log-probabilities, the pre-update metrics, the reference's scores.
+    #[serde(default)]
+    pub scoring_seconds: f64,
     /// Per episode (in order): the sampler–trainer gap and the behaviour ratio over its policy
     /// tokens, before the update (async training reports them per staleness).
     #[serde(default, skip_serializing)]
@@ -330,6 +334,7 @@ pub fn update_with_reference(
     // log-probabilities are its `old`), so the no-grad pass leaves them out; their values
     // for the metrics and later epochs are taken from that pass, before the optimizer step.
     let batches = plan.scoring_batches(episodes, opts.batching(), opts.epochs > 0);
+    let scoring = Instant::now();
     let mut before = Tally::new(episodes);
     before.score(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let reference = reference
@@ -343,7 +348,7 @@ pub fn update_with_reference(
         })
         .transpose()?
         .map(|r| r.logprobs);
-    let mut m = UpdateMetrics::default();
+    let mut m = UpdateMetrics { scoring_seconds: scoring.elapsed().as_secs_f64(), ..UpdateMetrics::default() };
     let mut recorded = false;
 
     let device = policy.device();

@@ -141,6 +141,8 @@ impl Env for DatasetEnv {
         let items = match split {
             Split::Train => &self.train,
             Split::Heldout => &self.heldout,
+            // A data set has one held-out split: its lines.
+            Split::HeldoutInstances => return Ok(Vec::new()),
         };
         Ok(items.iter().map(|it| it.task(split)).collect())
     }

@@ -42,7 +42,7 @@ impl EditSession {
         self.done = true;
         self.stats.truncated = truncated;
         let source = self.source().to_string();
-        let reward = episode_reward(self.sandbox.as_ref(), &self.bug, &source, &mut self.stats)?;
+        let reward = episode_reward(self.sandbox.as_ref(), &self.bug, &source, &mut self.stats);
         Ok(Outcome { reward, stats: self.stats.clone() })
     }
 }

@@ -87,9 +87,7 @@ impl ToolSet for EditTools {
                 match run_public(ctx.sandbox, &task, &source) {
                     Ok(report) => ToolOutcome::Ok(report.text),
                     Err(e) => {
-                        if matches!(e, arl_core::SandboxError::Exhausted(_)) {
-                            ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
-                        }
+                        ctx.stats.sandbox_error(&e);
                         ToolOutcome::Failed(format!("the tests could not run: {e}"))
                     }
                 }

@@ -4,7 +4,8 @@
 //!
 //! A process that crashes, hangs past `env.options.timeout_s`, prints something that is not an
 //! answer, or reports an error costs the episode in progress its reward (0, counted as
-//! `env_process_errors`, the line with the process's stderr tail printed once per episode),
+//! `env_process_errors`, the line with the process's stderr tail printed once per episode;
+//! an infrastructure failure, which the trainer leaves out of its statistics and loss),
 //! never the run: the next request starts a fresh process. Only `hello` and `tasks` — at start,
 //! before anything loads — fail the run, with that line.
 
@@ -122,6 +123,10 @@ impl ProcessEnv {
 
 impl Env for ProcessEnv {
     fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        if split == Split::HeldoutInstances {
+            // Protocol 1 has two splits (`train`, `heldout`); the second held-out split is none.
+            return Ok(Vec::new());
+        }
         #[derive(Deserialize)]
         struct Listed {
             id: String,
@@ -193,12 +198,13 @@ impl ProcessSession {
         self.process.lock().unwrap_or_else(|p| p.into_inner()).request(method, params)
     }
 
-    /// The episode ends with reward 0, counted, the process's failure said once.
+    /// The episode ends with reward 0, counted, the process's failure said once; it is an
+    /// infrastructure failure (`infra_failed`), so the trainer drops it rather than train on it.
     fn lost(&mut self, why: String) -> Outcome {
         eprintln!("{why}");
         self.process.lock().unwrap_or_else(|p| p.into_inner()).last_failure = Some(why);
         self.done = true;
-        self.stats.bump(ENV_PROCESS_ERRORS);
+        self.stats.infra_failure(ENV_PROCESS_ERRORS);
         Outcome { reward: 0.0, stats: self.stats.clone() }
     }
 

@@ -17,14 +17,21 @@ use crate::{BankOptions, BugTask, generate};
 pub struct BankEnvOptions {
     /// Tasks per training template (each with its own names).
     pub train_instances: usize,
-    /// Tasks per held-out template.
+    /// Tasks per held-out template (the `heldout` split: bugs no training task has).
     pub heldout_instances: usize,
+    /// Held-out tasks per training template (the `heldout_instances` split: the training
+    /// bugs under names and operand orders no training task has); 0: no such split.
+    pub heldout_train_instances: usize,
 }
 
 impl Default for BankEnvOptions {
     fn default() -> Self {
         let bank = BankOptions::default();
-        Self { train_instances: bank.train_instances, heldout_instances: bank.heldout_instances }
+        Self {
+            train_instances: bank.train_instances,
+            heldout_instances: bank.heldout_instances,
+            heldout_train_instances: bank.heldout_train_instances,
+        }
     }
 }
 
@@ -34,7 +41,7 @@ impl BankEnvOptions {
     pub const MAX_INSTANCES: usize = 1000;
 
     /// Read `config.options` for the env called `env` (unknown keys rejected, counts in
-    /// 1..=[`Self::MAX_INSTANCES`]).
+    /// 1..=[`Self::MAX_INSTANCES`], `heldout_train_instances` from 0).
     pub fn parse(env: &str, config: &EnvConfig) -> Result<Self, PluginError> {
         let error = |message: String| PluginError { kind: "env", name: env.into(), message };
         let options: Self = serde_path_to_error::deserialize(serde_json::Value::from(config.options.clone())).map_err(|e| {
@@ -42,9 +49,13 @@ impl BankEnvOptions {
             let key = if key == "." { String::new() } else { format!(".{key}") };
             error(format!("env.options{key}: {}", e.into_inner()))
         })?;
-        for (key, n) in [("train_instances", options.train_instances), ("heldout_instances", options.heldout_instances)] {
-            if !(1..=Self::MAX_INSTANCES).contains(&n) {
-                return Err(error(format!("env.options.{key}: {n} is out of range; valid: 1 to {}", Self::MAX_INSTANCES)));
+        for (key, n, least) in [
+            ("train_instances", options.train_instances, 1),
+            ("heldout_instances", options.heldout_instances, 1),
+            ("heldout_train_instances", options.heldout_train_instances, 0),
+        ] {
+            if !(least..=Self::MAX_INSTANCES).contains(&n) {
+                return Err(error(format!("env.options.{key}: {n} is out of range; valid: {least} to {}", Self::MAX_INSTANCES)));
             }
         }
         Ok(options)
@@ -57,6 +68,7 @@ impl BankEnvOptions {
             randomize_names: config.randomize_names,
             train_instances: self.train_instances,
             heldout_instances: self.heldout_instances,
+            heldout_train_instances: self.heldout_train_instances,
         }
     }
 }

@@ -52,6 +52,11 @@ pub struct GradeReport {
     /// Why the report is void or incomplete, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The job timed out, was killed or failed before the runner reported that it was ready
+    /// to import the candidate: the harness, not the candidate, failed (an infrastructure
+    /// failure; the candidate's code had not run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub harness_failed: bool,
 }
 
 /// A fresh random marker (128 bits from the kernel).
@@ -91,8 +96,14 @@ pub fn read_grade(task: &BugTask, outcome: &JobOutcome, marker: &str) -> GradeRe
     let mut got: Vec<Option<Got>> = vec![None; n];
     let mut void: Option<String> = None;
     let mut import_error = None;
+    let mut ready = false;
     for line in outcome.stdout.lines() {
         let Some(rest) = line.strip_prefix(marker).and_then(|r| r.strip_prefix(' ')) else { continue };
+        if rest == "ready" {
+            // Printed before the candidate is imported; a copy from the candidate changes nothing.
+            ready = true;
+            continue;
+        }
         if let Some(kind) = rest.strip_prefix("import ") {
             import_error = Some(kind.to_string());
             continue;
@@ -126,7 +137,8 @@ pub fn read_grade(task: &BugTask, outcome: &JobOutcome, marker: &str) -> GradeRe
     let note = void
         .or(import_error.map(|e| format!("importing the source failed: {e}")))
         .or_else(|| cases.iter().any(|c| c.got == Got::Missing).then(|| summary(outcome)));
-    GradeReport { reward: if passed == n && n > 0 { 1.0 } else { 0.0 }, passed, total: n, cases, note }
+    let harness_failed = !ready && !outcome.success();
+    GradeReport { reward: if passed == n && n > 0 && !harness_failed { 1.0 } else { 0.0 }, passed, total: n, cases, note, harness_failed }
 }
 
 /// Grade `source` against the task's hidden tests in `sandbox`.
@@ -136,18 +148,23 @@ pub fn grade(sandbox: &dyn Sandbox, task: &BugTask, source: &str) -> Result<Grad
     Ok(read_grade(task, &outcome, &marker))
 }
 
-/// An episode's reward for `source`: its grade, or 0 when the sandbox could not start the
-/// grading job because the host ran short (counted in `stats` as
-/// [`SANDBOX_EXHAUSTED`](arl_core::SANDBOX_EXHAUSTED)), so a full disk costs one episode,
-/// not the run. Any other sandbox failure is an error.
-pub fn episode_reward(sandbox: &dyn Sandbox, task: &BugTask, source: &str, stats: &mut EpisodeStats) -> Result<f64, SandboxError> {
+/// An episode's reward for `source`: its grade, or 0 for an infrastructure failure, which
+/// marks the episode (`stats.infra_failed`, so the trainer drops it instead of training on a
+/// zero the model did not earn) and counts why: the sandbox could not start the grading job
+/// ([`SANDBOX_EXHAUSTED`](arl_core::SANDBOX_EXHAUSTED), [`SANDBOX_FAILED`](arl_core::SANDBOX_FAILED)),
+/// or the job died before the runner reached the candidate ([`HARNESS_FAILED`](arl_core::HARNESS_FAILED)).
+/// A full disk costs one episode, not the run; nothing is retried.
+pub fn episode_reward(sandbox: &dyn Sandbox, task: &BugTask, source: &str, stats: &mut EpisodeStats) -> f64 {
     match grade(sandbox, task, source) {
-        Ok(report) => Ok(report.reward),
-        Err(SandboxError::Exhausted(_)) => {
-            stats.bump(arl_core::SANDBOX_EXHAUSTED);
-            Ok(0.0)
+        Ok(report) if report.harness_failed => {
+            stats.infra_failure(arl_core::HARNESS_FAILED);
+            0.0
         }
-        Err(e) => Err(e),
+        Ok(report) => report.reward,
+        Err(e) => {
+            stats.sandbox_error(&e);
+            0.0
+        }
     }
 }
 

@@ -89,40 +89,77 @@ pub struct BankOptions {
     pub train_instances: usize,
     /// Tasks per held-out template.
     pub heldout_instances: usize,
+    /// Held-out tasks per training template: other names and operand orders than any training
+    /// task of it ([`Split::HeldoutInstances`]); none without name randomization.
+    pub heldout_train_instances: usize,
 }
 
 impl Default for BankOptions {
     fn default() -> Self {
-        Self { seed: 0, randomize_names: true, train_instances: 4, heldout_instances: 1 }
+        Self { seed: 0, randomize_names: true, train_instances: 4, heldout_instances: 1, heldout_train_instances: 1 }
     }
 }
 
+/// The generator keys of held-out instances of training templates start here: training
+/// instances take keys `0..train_instances`, and `train_instances` is at most
+/// [`crate::BankEnvOptions::MAX_INSTANCES`], so the two never share a key.
+pub const FIRST_HELDOUT_INSTANCE_KEY: u64 = 1 << 32;
+
 /// The tasks of a split, in a fixed order. The held-out split is fixed by the bank (two
-/// templates per family, marked `heldout`), so the two splits never share a template.
+/// templates per family, marked `heldout`), so it never shares a template with training. The
+/// held-out instances are training templates under keys training never uses
+/// ([`FIRST_HELDOUT_INSTANCE_KEY`] on, ids `<template>-h<k>`), and a key whose source equals a
+/// training instance's (or an earlier held-out one's) is passed over, so no held-out instance is
+/// a task training can draw.
 pub fn generate(options: &BankOptions, split: Split) -> Vec<BugTask> {
     let instances = match split {
         Split::Train => options.train_instances,
         Split::Heldout => options.heldout_instances,
+        // With the original names every instance of a template is the same task.
+        Split::HeldoutInstances if !options.randomize_names => 0,
+        Split::HeldoutInstances => options.heldout_train_instances,
     };
     let instances = if options.randomize_names { instances } else { instances.min(1) };
+    let id = |t: &Template, k: usize| format!("{}-{k}", t.id.replace('/', "-"));
     templates()
         .iter()
         .filter(|t| t.heldout == (split == Split::Heldout))
-        .flat_map(|t| (0..instances).map(move |k| instantiate(t, options, split, k)))
+        .flat_map(|t| match split {
+            Split::HeldoutInstances => heldout_instances(t, options, instances),
+            _ => (0..instances).map(|k| instantiate(t, options, split, k as u64, id(t, k))).collect(),
+        })
         .collect()
 }
 
-/// Find a task by id in either split.
+/// `n` instances of training template `t` that are no training task (see [`generate`]).
+fn heldout_instances(t: &Template, options: &BankOptions, n: usize) -> Vec<BugTask> {
+    let train_instances = if options.randomize_names { options.train_instances } else { options.train_instances.min(1) };
+    let mut seen: std::collections::HashSet<String> =
+        (0..train_instances).map(|k| instantiate(t, options, Split::Train, k as u64, String::new()).source).collect();
+    let mut out = Vec::with_capacity(n);
+    let mut key = FIRST_HELDOUT_INSTANCE_KEY;
+    // Names are drawn from pools far larger than any bank, so a clash is rare: a bounded search.
+    while out.len() < n && key < FIRST_HELDOUT_INSTANCE_KEY + 64 * n as u64 + 64 {
+        let task = instantiate(t, options, Split::HeldoutInstances, key, format!("{}-h{}", t.id.replace('/', "-"), out.len()));
+        key += 1;
+        if seen.insert(task.source.clone()) {
+            out.push(task);
+        }
+    }
+    out
+}
+
+/// Find a task by id in any split.
 pub fn find(options: &BankOptions, id: &str) -> Result<BugTask, TaskError> {
-    [Split::Train, Split::Heldout]
+    [Split::Train, Split::Heldout, Split::HeldoutInstances]
         .into_iter()
         .flat_map(|s| generate(options, s))
         .find(|t| t.id == id)
         .ok_or_else(|| TaskError::UnknownTask(id.to_string()))
 }
 
-fn instantiate(t: &Template, options: &BankOptions, split: Split, k: usize) -> BugTask {
-    let mut rng = Rng::new(options.seed ^ hash(&t.id) ^ (k as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+fn instantiate(t: &Template, options: &BankOptions, split: Split, key: u64, id: String) -> BugTask {
+    let mut rng = Rng::new(options.seed ^ hash(&t.id) ^ key.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let map = if options.randomize_names { fresh_names(&t.names, &[&t.source, &t.public], &mut rng) } else { Vec::new() };
     let r = |text: &str| rename(text, &map);
     let function = r(t.function());
@@ -141,7 +178,7 @@ fn instantiate(t: &Template, options: &BankOptions, split: Split, k: usize) -> B
         }
     }
     BugTask {
-        id: format!("{}-{k}", t.id.replace('/', "-")),
+        id,
         family: t.family.clone(),
         split,
         template: t.id.clone(),
@@ -177,6 +214,34 @@ mod tests {
         for family in crate::FAMILIES {
             assert_eq!(held.iter().filter(|t| t.family == family).count(), 2, "{family}");
         }
+    }
+
+    #[test]
+    fn heldout_instances_never_share_a_template_instance_or_a_source_with_training() {
+        for train_instances in [1, 4, 40] {
+            let o = BankOptions { train_instances, heldout_train_instances: 3, ..BankOptions::default() };
+            let train = generate(&o, Split::Train);
+            let held = generate(&o, Split::HeldoutInstances);
+            let templates_trained = templates().iter().filter(|t| !t.heldout).count();
+            assert_eq!(held.len(), 3 * templates_trained);
+            let ids: std::collections::HashSet<&str> = train.iter().chain(&held).map(|t| t.id.as_str()).collect();
+            assert_eq!(ids.len(), train.len() + held.len(), "ids are unique across the splits");
+            for h in &held {
+                assert_eq!(h.split, Split::HeldoutInstances);
+                assert!(train.iter().any(|t| t.template == h.template), "{}: a training template", h.id);
+                let same_template = train.iter().chain(&held).filter(|t| t.template == h.template && t.id != h.id);
+                for t in same_template {
+                    assert_ne!(t.source, h.source, "{} and {} are the same task", t.id, h.id);
+                }
+                assert_eq!(find(&o, &h.id).unwrap(), *h);
+            }
+            // Deterministic, and the training tasks are what they were without the split.
+            assert_eq!(held, generate(&o, Split::HeldoutInstances));
+            assert_eq!(train, generate(&BankOptions { heldout_train_instances: 0, ..o.clone() }, Split::Train));
+        }
+        // Without name randomization every instance is the same task: no such split.
+        let plain = BankOptions { randomize_names: false, ..BankOptions::default() };
+        assert!(generate(&plain, Split::HeldoutInstances).is_empty());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `arl tasks --env NAME [--split train|heldout] [--json] [--dump DIR]`: an environment's
+//! `arl tasks --env NAME [--split train|heldout|heldout-instances] [--json] [--dump DIR]`: an environment's
 //! task bank, listed or written out as files.
 
 use std::io::Write;
@@ -16,7 +16,8 @@ pub struct Tasks {
     /// Registered env name (`arl list`).
     #[arg(long, default_value = "edit")]
     pub env: String,
-    /// Which split: the training tasks or the fixed held-out ones.
+    /// Which split: the training tasks, the held-out ones of other kinds (the gyms' held-out
+    /// bug templates), or held-out new instances of the training kinds.
     #[arg(long, value_enum, default_value = "train")]
     pub split: SplitArg,
     #[command(flatten)]
@@ -101,7 +102,11 @@ impl BankArgs {
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum SplitArg {
     Train,
+    /// Held-out tasks of kinds training never sees (the coding gyms: held-out bug templates).
     Heldout,
+    /// Held-out new instances of the training tasks' kinds (the coding gyms: training templates
+    /// under other names).
+    HeldoutInstances,
 }
 
 impl From<SplitArg> for Split {
@@ -109,6 +114,7 @@ impl From<SplitArg> for Split {
         match s {
             SplitArg::Train => Split::Train,
             SplitArg::Heldout => Split::Heldout,
+            SplitArg::HeldoutInstances => Split::HeldoutInstances,
         }
     }
 }
@@ -124,13 +130,13 @@ impl Sandbox for NoJobs {
     }
 }
 
-/// The tasks of the env `config` names (both splits when `split` is None).
+/// The tasks of the env `config` names (every split when `split` is None).
 pub fn load_tasks(config: &EnvConfig, split: Option<Split>) -> anyhow::Result<Vec<Task>> {
     let plugin = registry::get::<EnvPlugin>(&config.name)?;
     let env = (plugin.build)(config, Arc::new(NoJobs))?;
     let splits = match split {
         Some(s) => vec![s],
-        None => vec![Split::Train, Split::Heldout],
+        None => vec![Split::Train, Split::Heldout, Split::HeldoutInstances],
     };
     let mut tasks = Vec::new();
     for s in splits {
@@ -172,10 +178,11 @@ impl Tasks {
 
 impl Tasks {
     fn write_transcripts(&self, path: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<()> {
-        if matches!(self.split, SplitArg::Heldout) {
-            return Err(crate::UsageError(
-                "transcripts are made from train tasks only (held-out tasks must stay unseen): drop --split heldout".into(),
-            )
+        if !matches!(self.split, SplitArg::Train) {
+            return Err(crate::UsageError(format!(
+                "transcripts are made from train tasks only (held-out tasks must stay unseen): drop --split {}",
+                clap::ValueEnum::to_possible_value(&self.split).map(|v| v.get_name().to_string()).unwrap_or_default()
+            ))
             .into());
         }
         if self.repeats == 0 {

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::Value;
 
+/// The held-out splits a run may report, as `results.json` names them.
+pub const HELDOUT_SPLITS: [&str; 2] = ["heldout", "heldout_instances"];
+
 /// One run folder, read.
 #[derive(Debug)]
 pub struct RunData {
@@ -26,6 +29,8 @@ pub struct RunData {
     pub results: Option<Value>,
     /// The evaluation before training (from `results.json`, else the newest checkpoint).
     pub before: Option<Value>,
+    /// The same on the second held-out split, `heldout_instances`, when the run has it.
+    pub before_instances: Option<Value>,
     /// Notes on what was missing or skipped, shown on the page.
     pub notes: Vec<String>,
 }
@@ -37,6 +42,18 @@ impl RunData {
 
     pub fn difference(&self) -> Option<&Value> {
         self.results.as_ref().and_then(|r| r.get("difference")).filter(|v| !v.is_null())
+    }
+
+    /// A held-out split's evaluations before and after and their paired difference:
+    /// [`HELDOUT_SPLITS`]`[0]` is `results.json`'s `before`/`after`/`difference`, `[1]` its
+    /// `heldout_instances` object.
+    pub fn split(&self, split: &str) -> [Option<&Value>; 3] {
+        if split == HELDOUT_SPLITS[0] {
+            return [self.before.as_ref(), self.after(), self.difference()];
+        }
+        let second = self.results.as_ref().and_then(|r| r.get(split)).filter(|v| !v.is_null());
+        let get = |k: &str| second.and_then(|s| s.get(k)).filter(|v| !v.is_null());
+        [self.before_instances.as_ref(), get("after"), get("difference")]
     }
 
     pub fn name(&self) -> String {
@@ -82,12 +99,16 @@ fn load_run(dir: &Path) -> anyhow::Result<RunData> {
     };
     let before = match results.as_ref().and_then(|r| r.get("before")).filter(|v| !v.is_null()) {
         Some(b) => Some(b.clone()),
-        None => before_from_checkpoint(dir)?,
+        None => before_from_checkpoint(dir, "before")?,
+    };
+    let before_instances = match results.as_ref().and_then(|r| r.get("heldout_instances")).and_then(|h| h.get("before")) {
+        Some(b) if !b.is_null() => Some(b.clone()),
+        _ => before_from_checkpoint(dir, "before_instances")?,
     };
     if results.is_none() {
         notes.push(format!("no results.json yet: a run in progress or stopped ({} steps logged)", steps.len()));
     }
-    Ok(RunData { dir: dir.to_path_buf(), label: String::new(), config, steps, results, before, notes })
+    Ok(RunData { dir: dir.to_path_buf(), label: String::new(), config, steps, results, before, before_instances, notes })
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -127,14 +148,14 @@ fn read_steps(path: &Path, notes: &mut Vec<String>) -> anyhow::Result<Vec<Value>
     Ok(by_step.into_values().collect())
 }
 
-/// The before-evaluation of a run in progress, from its newest checkpoint.
-fn before_from_checkpoint(dir: &Path) -> anyhow::Result<Option<Value>> {
+/// A before-evaluation (`key`) of a run in progress, from its newest checkpoint.
+fn before_from_checkpoint(dir: &Path, key: &str) -> anyhow::Result<Option<Value>> {
     let Ok(entries) = std::fs::read_dir(dir.join("checkpoints")) else { return Ok(None) };
     let mut states: Vec<PathBuf> =
         entries.filter_map(|e| e.ok()).map(|e| e.path().join("trainer_state.json")).filter(|p| p.is_file()).collect();
     states.sort();
     match states.last() {
-        Some(p) => Ok(read_json(p)?.get("before").filter(|v| !v.is_null()).cloned()),
+        Some(p) => Ok(read_json(p)?.get(key).filter(|v| !v.is_null()).cloned()),
         None => Ok(None),
     }
 }
@@ -224,6 +245,7 @@ mod tests {
             steps: Vec::new(),
             results: None,
             before: None,
+            before_instances: None,
             notes: Vec::new(),
         }
     }

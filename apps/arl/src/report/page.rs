@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::load::RunData;
+use super::load::{HELDOUT_SPLITS, RunData};
 use super::svg::{Interval, PALETTE, Series, escape, interval_chart, line_chart};
 use super::transcript;
 
@@ -34,8 +34,13 @@ const CURVES: &[(&str, &str)] = &[
     ("generate_tokens_per_s", "generation throughput (tokens/s)"),
     ("update_tokens_per_s", "update throughput (tokens/s)"),
     ("rollout_seconds", "rollout time per step (s)"),
+    ("generate_seconds", "of the rollout: sampling (s)"),
+    ("env_seconds", "of the rollout: env, tools and grading (s)"),
     ("update_seconds", "update time per step (s)"),
+    ("scoring_seconds", "of the update: no-grad scoring pass (s)"),
+    ("checkpoint_seconds", "checkpoint after the step (s)"),
     ("step_seconds", "step time (s)"),
+    ("infra_failed", "episodes lost to infrastructure failures"),
     ("peak_rss_mb", "peak memory (RSS, MB)"),
 ];
 
@@ -149,41 +154,65 @@ fn runs_table(runs: &[RunData]) -> String {
     s
 }
 
+/// The splits any of `runs` has, in order (`heldout` always).
+fn splits(runs: &[RunData]) -> Vec<&'static str> {
+    HELDOUT_SPLITS
+        .into_iter()
+        .filter(|&sp| sp == HELDOUT_SPLITS[0] || runs.iter().any(|r| r.split(sp).iter().any(Option::is_some)))
+        .collect()
+}
+
 fn evaluation(runs: &[RunData], figures: &mut Vec<Figure>) -> String {
     let mut s = String::from(
-        "<h2>Held-out evaluation</h2><table><tr><th>run</th><th>before: pass@1 [95% CI]</th><th>after</th><th>after − before (paired)</th><th>p</th><th>tasks</th></tr>",
+        "<h2>Held-out evaluation</h2><table><tr><th>run</th><th>split</th><th>before: pass@1 [95% CI]</th><th>after</th><th>after − before (paired)</th><th>p</th><th>tasks</th></tr>",
     );
     let (mut rows, mut diffs) = (Vec::new(), Vec::new());
+    let splits = splits(runs);
     for (i, r) in runs.iter().enumerate() {
-        let before = r.before.as_ref().and_then(|b| b.get("summary"));
-        let after = r.after().and_then(|a| a.get("summary"));
-        let diff = r.difference();
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&r.label),
-            before.map(|b| with_ci(b, "pass_at_1")).unwrap_or_else(|| "–".into()),
-            after.map(|a| with_ci(a, "pass_at_1")).unwrap_or_else(|| "–".into()),
-            diff.map(|d| with_ci(d, "mean")).unwrap_or_else(|| "–".into()),
-            f3(diff.and_then(|d| num(d.get("p_value")))),
-            before.or(after).and_then(|x| x.get("tasks")).map(Value::to_string).unwrap_or_else(|| "–".into())
-        );
-        let iv = |v: &Value, key: &str, c: &str| -> Option<Interval> {
-            let ci = v.get("ci")?;
-            Some(Interval { value: num(v.get(key))?, lo: num(ci.get("lo"))?, hi: num(ci.get("hi"))?, color: c.to_string() })
-        };
-        let ivs: Vec<Interval> = [before.and_then(|b| iv(b, "pass_at_1", "#999999")), after.and_then(|a| iv(a, "pass_at_1", &color(i)))]
-            .into_iter()
-            .flatten()
-            .collect();
-        if !ivs.is_empty() {
-            rows.push((r.label.clone(), ivs));
-        }
-        if let Some(d) = diff.and_then(|d| iv(d, "mean", &color(i))) {
-            diffs.push((r.label.clone(), vec![d]));
+        for &split in &splits {
+            let [before, after, diff] = r.split(split);
+            let before = before.and_then(|b| b.get("summary"));
+            let after = after.and_then(|a| a.get("summary"));
+            if before.is_none() && after.is_none() && diff.is_none() {
+                continue;
+            }
+            // One split: rows by run; two: by run and split.
+            let label = if splits.len() > 1 { format!("{} · {split}", r.label) } else { r.label.clone() };
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{split}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&r.label),
+                before.map(|b| with_ci(b, "pass_at_1")).unwrap_or_else(|| "–".into()),
+                after.map(|a| with_ci(a, "pass_at_1")).unwrap_or_else(|| "–".into()),
+                diff.map(|d| with_ci(d, "mean")).unwrap_or_else(|| "–".into()),
+                f3(diff.and_then(|d| num(d.get("p_value")))),
+                before.or(after).and_then(|x| x.get("tasks")).map(Value::to_string).unwrap_or_else(|| "–".into())
+            );
+            let iv = |v: &Value, key: &str, c: &str| -> Option<Interval> {
+                let ci = v.get("ci")?;
+                Some(Interval { value: num(v.get(key))?, lo: num(ci.get("lo"))?, hi: num(ci.get("hi"))?, color: c.to_string() })
+            };
+            let ivs: Vec<Interval> =
+                [before.and_then(|b| iv(b, "pass_at_1", "#999999")), after.and_then(|a| iv(a, "pass_at_1", &color(i)))]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            if !ivs.is_empty() {
+                rows.push((label.clone(), ivs));
+            }
+            if let Some(d) = diff.and_then(|d| iv(d, "mean", &color(i))) {
+                diffs.push((label, vec![d]));
+            }
         }
     }
-    s.push_str("</table><p>Intervals: the task-level bootstrap of <code>results.json</code>.</p><div class=\"grid\">");
+    s.push_str("</table><p>Intervals: the task-level bootstrap of <code>results.json</code>.");
+    if splits.len() > 1 {
+        s.push_str(
+            " <code>heldout</code>: tasks of kinds training never saw (the coding gyms: other bug templates); \
+             <code>heldout_instances</code>: the training kinds under names and orders never trained on.",
+        );
+    }
+    s.push_str("</p><div class=\"grid\">");
     if !rows.is_empty() {
         let svg =
             interval_chart("held-out pass@1, before (grey) and after", &rows, 0.0, 1.0, &[("before", "#999999"), ("after", &color(0))]);
@@ -266,39 +295,48 @@ fn wilson(k: f64, n: f64) -> (f64, f64) {
 fn per_task(runs: &[RunData], figures: &mut Vec<Figure>) -> String {
     let mut s = String::from("<h2>Per task, before and after</h2>");
     let mut any = false;
+    let splits = splits(runs);
     for (i, r) in runs.iter().enumerate() {
-        let tasks = |e: Option<&Value>| -> Vec<(String, f64, f64)> {
-            e.and_then(|e| e.get("per_task"))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|t| Some((t.get("task_id")?.as_str()?.to_string(), num(t.get("correct"))?, num(t.get("n"))?)))
-                        .collect()
+        for &split in &splits {
+            let [split_before, split_after, _] = r.split(split);
+            let tasks = |e: Option<&Value>| -> Vec<(String, f64, f64)> {
+                e.and_then(|e| e.get("per_task"))
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| Some((t.get("task_id")?.as_str()?.to_string(), num(t.get("correct"))?, num(t.get("n"))?)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (before, after) = (tasks(split_before), tasks(split_after));
+            let mut ids: Vec<String> = before.iter().chain(&after).map(|t| t.0.clone()).collect();
+            ids.sort();
+            ids.dedup();
+            if ids.is_empty() {
+                continue;
+            }
+            any = true;
+            let point = |list: &[(String, f64, f64)], id: &str, c: &str| {
+                list.iter().find(|t| t.0 == id).map(|&(_, k, n)| {
+                    let (lo, hi) = wilson(k, n);
+                    Interval { value: k / n.max(1.0), lo, hi, color: c.to_string() }
                 })
-                .unwrap_or_default()
-        };
-        let (before, after) = (tasks(r.before.as_ref()), tasks(r.after()));
-        let mut ids: Vec<String> = before.iter().chain(&after).map(|t| t.0.clone()).collect();
-        ids.sort();
-        ids.dedup();
-        if ids.is_empty() {
-            continue;
+            };
+            let rows: Vec<(String, Vec<Interval>)> = ids
+                .iter()
+                .map(|id| (id.clone(), [point(&before, id, "#999999"), point(&after, id, &color(i))].into_iter().flatten().collect()))
+                .collect();
+            let title = if split == HELDOUT_SPLITS[0] {
+                format!("{}: pass rate per held-out task", r.label)
+            } else {
+                format!("{}: pass rate per held-out task, {split}", r.label)
+            };
+            let svg = interval_chart(&title, &rows, 0.0, 1.0, &[("before", "#999999"), ("after", &color(i))]);
+            s.push_str(&svg);
+            let name = if split == HELDOUT_SPLITS[0] { format!("per-task-{}", i + 1) } else { format!("per-task-{}-{split}", i + 1) };
+            figures.push(Figure { name, svg });
         }
-        any = true;
-        let point = |list: &[(String, f64, f64)], id: &str, c: &str| {
-            list.iter().find(|t| t.0 == id).map(|&(_, k, n)| {
-                let (lo, hi) = wilson(k, n);
-                Interval { value: k / n.max(1.0), lo, hi, color: c.to_string() }
-            })
-        };
-        let rows: Vec<(String, Vec<Interval>)> = ids
-            .iter()
-            .map(|id| (id.clone(), [point(&before, id, "#999999"), point(&after, id, &color(i))].into_iter().flatten().collect()))
-            .collect();
-        let title = format!("{}: pass rate per held-out task", r.label);
-        let svg = interval_chart(&title, &rows, 0.0, 1.0, &[("before", "#999999"), ("after", &color(i))]);
-        s.push_str(&svg);
-        figures.push(Figure { name: format!("per-task-{}", i + 1), svg });
     }
     if any {
         s.push_str("<p>Per task: the share of its samples that passed, with Wilson's 95% interval over those samples.</p>");

@@ -212,6 +212,7 @@ fn share(round: &RolloutStats, episodes: &[Episode], groups: usize) -> RolloutSt
         episodes: episodes.len(),
         generated_tokens: episodes.iter().map(Episode::policy_tokens).sum(),
         generate_seconds: round.generate_seconds * part,
+        env_seconds: round.env_seconds * part,
         seconds: round.seconds * part,
         truncated: episodes.iter().filter(|e| e.stats.truncated).count(),
         prompt_tokens: round.prompt_tokens / groups.max(1),

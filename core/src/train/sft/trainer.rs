@@ -216,6 +216,8 @@ pub fn train_sft(
         config: config.clone(),
         steps: Vec::new(),
         before: None,
+        before_instances: None,
+        task_sampler: None,
         tool_stats: Default::default(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used: cursor,

@@ -67,6 +67,8 @@ def main():
     def out(line):
         _write(1, ("\n" + marker + " " + line + "\n").encode("ascii", "replace"))
 
+    # The harness is up: from here on, a crash or a timeout is the candidate's.
+    out("ready")
     sys.path.insert(0, os.getcwd())
     try:
         fn = getattr(importlib.import_module(module), function)

@@ -65,11 +65,9 @@ pub fn python(sh: &mut Shell<'_, '_>, args: &[String]) -> Exec {
     }
 }
 
-/// A job the sandbox could not start: an observation (counted when the host ran short).
+/// A job the sandbox could not start: an observation, and the episode an infrastructure failure.
 pub fn sandbox_failed(sh: &mut Shell<'_, '_>, program: &str, e: &arl_core::SandboxError) -> Exec {
-    if matches!(e, arl_core::SandboxError::Exhausted(_)) {
-        sh.ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
-    }
+    sh.ctx.stats.sandbox_error(e);
     Exec::usage(sandbox_failed_message(program, e))
 }
 

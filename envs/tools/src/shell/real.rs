@@ -82,9 +82,7 @@ pub fn run(ctx: &mut ToolContext<'_>, shell: &ShellSupport, command: &str, timeo
     let outcome = match ctx.sandbox.run(&job) {
         Ok(outcome) => outcome,
         Err(e) => {
-            if matches!(e, arl_core::SandboxError::Exhausted(_)) {
-                ctx.stats.bump(arl_core::SANDBOX_EXHAUSTED);
-            }
+            ctx.stats.sandbox_error(&e);
             return ToolOutcome::Failed(sandbox_failed_message("bash", &e));
         }
     };
