@@ -124,6 +124,7 @@ fn a_misbehaving_env_process_costs_one_episode_never_the_run() {
         assert!(t0.elapsed().as_secs_f64() < 10.0, "{mode}: no hang");
         assert_eq!(lost.reward, 0.0, "{mode}");
         assert_eq!(lost.stats.counters.get(ENV_PROCESS_ERRORS), Some(&1), "{mode}");
+        assert!(lost.stats.infra_failed, "{mode}: an infrastructure failure, left out of the loss");
         let line = env.last_failure().unwrap();
         assert!(line.contains(says) && line.lines().count() == 1, "{mode}: {line} (want {says})");
         // The next episode runs on a fresh process, set up by hello again.

@@ -100,3 +100,43 @@ fn values_compare_as_plain_data() {
     assert!(!values_match(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     assert!(!values_match(&json!(null), &json!(0)));
 }
+
+#[test]
+fn a_candidates_own_failure_is_never_the_harnesss() {
+    // Hanging, killing itself, exiting with an error or closing stdout at import: the runner
+    // printed `ready` before the import, so each is the candidate's failure (reward 0), never
+    // an infrastructure failure that would leave the loss and pass@1.
+    for source in [
+        "while True:\n    pass\n",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+        "import os\nos._exit(3)\n",
+        "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n",
+    ] {
+        let report = run(source);
+        assert_eq!((report.reward, report.harness_failed), (0.0, false), "{source}\n{report:?}");
+    }
+}
+
+#[test]
+fn a_job_that_dies_before_the_runner_is_ready_is_the_harnesss_failure() {
+    let t = task();
+    let marker = crate::grade::fresh_marker();
+    let outcome = |stdout: String, timed_out: bool, exit_code: Option<i32>| arl_core::JobOutcome {
+        stdout,
+        timed_out,
+        exit_code,
+        signal: timed_out.then_some(9),
+        ..arl_core::JobOutcome::default()
+    };
+    // Timed out or failed before `ready`: the harness's.
+    for o in [outcome(String::new(), true, None), outcome("Traceback".into(), false, Some(1))] {
+        let report = crate::grade::read_grade(&t, &o, &marker);
+        assert!(report.harness_failed && report.reward == 0.0, "{report:?}");
+    }
+    // After `ready`, the candidate's; a finished job with every case is graded as always.
+    let ready = format!("\n{marker} ready\n");
+    assert!(!crate::grade::read_grade(&t, &outcome(ready.clone(), true, None), &marker).harness_failed);
+    let all: String = t.hidden.iter().enumerate().map(|(i, c)| format!("\n{marker} {i} ok {}\n", c.expected)).collect();
+    let passed = crate::grade::read_grade(&t, &outcome(ready + &all, false, Some(0)), &marker);
+    assert_eq!((passed.reward, passed.harness_failed), (1.0, false), "{passed:?}");
+}

@@ -233,6 +233,8 @@ mod tests {
                 for t in same_template {
                     assert_ne!(t.source, h.source, "{} and {} are the same task", t.id, h.id);
                 }
+            }
+            for h in [&held[0], &held[held.len() - 1]] {
                 assert_eq!(find(&o, &h.id).unwrap(), *h);
             }
             // Deterministic, and the training tasks are what they were without the split.

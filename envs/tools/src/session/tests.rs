@@ -268,4 +268,5 @@ fn a_full_disk_costs_the_episode_its_reward_and_is_counted_not_an_error() {
     assert_eq!(outcome.reward, 0.0, "the oracle fix could not be graded");
     assert!(matches!(&seen[2][0], ToolOutcome::Failed(t) if t.contains("out of resources")), "{:?}", seen[2]);
     assert_eq!(outcome.stats.counters.get(arl_core::SANDBOX_EXHAUSTED), Some(&2), "pytest and the grading job: {:?}", outcome.stats);
+    assert!(outcome.stats.infra_failed, "an infrastructure failure: the trainer leaves it out");
 }
