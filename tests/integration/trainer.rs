@@ -450,6 +450,42 @@ fn gradient_checkpointing_gives_the_same_update() {
     assert_same_update(&run(false), &run(true), 1e-5);
 }
 
+/// bf16 weights with gradient checkpointing: the copy of the weights that samples, scores
+/// without gradients and hands out snapshots keeps each weight's dtype (it used to be rebuilt
+/// in f32), so the run samples, scores and updates exactly as without checkpointing — the
+/// same episodes, sampler–trainer gap, second-minibatch ratios, loss and step.
+#[test]
+fn gradient_checkpointing_in_bf16_samples_scores_and_updates_as_without_it() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let opts = UpdateOptions { minibatches: 2, micro: Some(2), lr: 1e-2, ..UpdateOptions::default() };
+    let run = |checkpointing: bool| {
+        let mut p =
+            QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, checkpointing)
+                .unwrap();
+        let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+        let before = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
+        let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
+        let after = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
+        (episodes, before, m, after)
+    };
+    let ((eps_a, before_a, m_a, after_a), (eps_b, before_b, m_b, after_b)) = (run(false), run(true));
+    for (a, b) in eps_a.iter().zip(&eps_b) {
+        assert_eq!((&a.ids, &a.sampler_logprobs), (&b.ids, &b.sampler_logprobs), "the sampler computes in bf16 either way");
+    }
+    assert_eq!(before_a, before_b, "the no-grad scorer computes in bf16 either way");
+    eprintln!(
+        "bf16 gap without checkpointing: mean {:.2e} max {:.2e}; with: mean {:.2e} max {:.2e}",
+        m_a.logprob_gap_mean, m_a.logprob_gap_max, m_b.logprob_gap_mean, m_b.logprob_gap_max
+    );
+    assert_eq!((m_a.logprob_gap_mean, m_a.logprob_gap_max), (m_b.logprob_gap_mean, m_b.logprob_gap_max));
+    assert_eq!(m_a.episode_gaps, m_b.episode_gaps);
+    let (second_a, second_b) = (&m_a.minibatch_metrics[1], &m_b.minibatch_metrics[1]);
+    assert_eq!((second_a.ratio_min, second_a.ratio_max), (second_b.ratio_min, second_b.ratio_max), "{second_a:?} vs {second_b:?}");
+    assert_same_update(&(m_a, after_a), &(m_b, after_b), 1e-5);
+}
+
 /// `micro_tokens` (the default bound on an update's memory) only splits the work: one row
 /// per micro-batch gives the update of one micro-batch for the whole batch, and the first
 /// minibatch stays exactly on-policy.
