@@ -282,6 +282,11 @@ impl TrainablePolicy for QwenTrainer {
         Ok(())
     }
 
+    fn backward_zero(&mut self) -> Result<(), PolicyError> {
+        self.optim.backward_zero(self.model.as_ref().expect("model present outside step"));
+        Ok(())
+    }
+
     fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError> {
         let model = self.model.take().expect("model present outside step");
         let (model, stats) = self.optim.step(model, lr);

@@ -29,6 +29,12 @@ pub struct TrainerConfig {
     /// Optimizer steps per epoch: the step's `prompts × group_size` rows are split into
     /// this many minibatches (at most that many rows).
     pub minibatches: u32,
+    /// A minibatch none of whose rows trains (every advantage zero, with a loss in which such
+    /// rows contribute nothing): `skip` (the default) takes no optimizer step, so its weights,
+    /// AdamW moments and step count stay; `step` takes one on a zero gradient, as torch and
+    /// verl do (every minibatch steps: AdamW's momentum still moves the weights, weight decay
+    /// applies, the step count advances).
+    pub zero_advantage_minibatch: ZeroAdvantageMinibatch,
     /// Rows per micro-batch; unset: no cap on rows (`micro_tokens` still splits).
     pub micro: Option<u32>,
     /// Padded tokens per micro-batch (its rows × its longest row), in the update, its
@@ -108,6 +114,7 @@ impl Default for TrainerConfig {
             min_lr_ratio: 0.0,
             epochs: 1,
             minibatches: 2,
+            zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
             micro: None,
             micro_tokens: 2048,
             gen_batch: None,
@@ -150,6 +157,17 @@ pub enum WeightSync {
     Sync,
     /// Between the turns of running episodes (in-flight weight updates).
     Background,
+}
+
+/// What a minibatch with no row to train does (`trainer.zero_advantage_minibatch`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroAdvantageMinibatch {
+    /// No optimizer step (arl's choice: a zero gradient carries no signal).
+    #[default]
+    Skip,
+    /// An optimizer step on a zero gradient (torch's and verl's behaviour).
+    Step,
 }
 
 impl TrainerConfig {

@@ -421,6 +421,7 @@ pub fn update_options(config: &RunConfig, loss: &dyn PolicyLoss, rollout: &Rollo
         aggregation: Aggregation::resolve(config.loss.aggregation, loss),
         horizon: Some(config.loss.horizon.unwrap_or(response_budget(rollout) as f64)),
         temperature: config.sampling.temperature,
+        zero_advantage_minibatch: config.trainer.zero_advantage_minibatch,
     }
 }
 

@@ -14,6 +14,10 @@
 //! policy before the update (entropy, sampler–trainer gap, reference KL) take their values
 //! from that pass, before its optimizer step. With the default two minibatches this saves
 //! half of the no-grad pass; with one, all of it but the rows that do not train.
+//!
+//! A minibatch with no row to train (all advantages zero, or no policy tokens) takes no
+//! optimizer step by default; with [`ZeroAdvantageMinibatch::Step`] it takes one on a zero
+//! gradient, as torch and verl do.
 
 use std::time::Instant;
 
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::micro::MicroBatching;
 use crate::Episode;
+use crate::config::ZeroAdvantageMinibatch;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
 use crate::policy::{Policy, ScoreParams, TrainablePolicy};
 
@@ -43,6 +48,9 @@ pub struct UpdateOptions {
     /// The sampling temperature: the old, new and reference log-probabilities are scored at
     /// it, so they are log-probabilities of the distribution the sampler drew from.
     pub temperature: f64,
+    /// A minibatch with no row to train: no optimizer step (`Skip`), or one on a zero
+    /// gradient (`Step`, torch's and verl's behaviour); `trainer.zero_advantage_minibatch`.
+    pub zero_advantage_minibatch: ZeroAdvantageMinibatch,
 }
 
 impl UpdateOptions {
@@ -63,6 +71,7 @@ impl Default for UpdateOptions {
             aggregation: Aggregation::TokenMean,
             horizon: None,
             temperature: 1.0,
+            zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
         }
     }
 }
@@ -405,7 +414,12 @@ pub fn update_with_reference(
                 mb_metrics.push(token_loss.metrics);
                 policy.backward(scalar)?;
             }
-            if !mb.micro.is_empty() && !non_finite {
+            // Nothing to train: torch and verl still step, on a zero gradient.
+            let zero_step = mb.micro.is_empty() && opts.zero_advantage_minibatch == ZeroAdvantageMinibatch::Step;
+            if zero_step {
+                policy.backward_zero()?;
+            }
+            if (!mb.micro.is_empty() || zero_step) && !non_finite {
                 let step = policy.step(opts.lr)?;
                 non_finite = step.non_finite;
                 if !non_finite {
