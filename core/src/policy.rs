@@ -162,6 +162,14 @@ pub trait TrainablePolicy: Policy {
         ))
     }
 
+    /// Whether [`TrainablePolicy::score_with_grad`]'s forward is random (dropout, as LoRA's
+    /// `lora.dropout > 0`): its log-probabilities are then not the policy's, so the update
+    /// takes every old log-probability and the metrics before the update from the no-grad
+    /// [`Policy::score`], the first minibatch's too. The default: a deterministic forward.
+    fn dropout_in_gradient_pass(&self) -> bool {
+        false
+    }
+
     /// Clip the accumulated gradients globally (torch `clip_grad_norm_`) and take one
     /// optimizer step at `lr`; gradients are cleared. A non-finite gradient norm takes no
     /// step and says so (`OptimStep::non_finite`).

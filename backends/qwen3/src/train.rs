@@ -287,6 +287,11 @@ impl TrainablePolicy for QwenTrainer {
         Ok(())
     }
 
+    /// LoRA's dropout acts in the gradient pass only (on the autodiff device).
+    fn dropout_in_gradient_pass(&self) -> bool {
+        self.lora.as_ref().is_some_and(|l| l.config.dropout > 0.0)
+    }
+
     fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError> {
         let model = self.model.take().expect("model present outside step");
         let (model, stats) = self.optim.step(model, lr);

@@ -13,7 +13,12 @@
 //! nothing is clipped — and its rows are not scored beforehand at all: the metrics of the
 //! policy before the update (entropy, sampler–trainer gap, reference KL) take their values
 //! from that pass, before its optimizer step. With the default two minibatches this saves
-//! half of the no-grad pass; with one, all of it but the rows that do not train.
+//! half of the no-grad pass; with one, all of it but the rows that do not train. A policy
+//! whose gradient pass has dropout (LoRA with `lora.dropout > 0`,
+//! [`TrainablePolicy::dropout_in_gradient_pass`]) does not take this shortcut: its forward
+//! with dropout is not the policy's, so every row, the first minibatch's too, is scored in the
+//! no-grad pass without dropout, as peers compute old log-probabilities (the first
+//! minibatch's ratios are then π_dropout/π, not 1).
 //!
 //! A minibatch with no row to train (all advantages zero, or no policy tokens) takes no
 //! optimizer step by default; with [`ZeroAdvantageMinibatch::Step`] it takes one on a zero
@@ -81,7 +86,7 @@ impl Default for UpdateOptions {
 pub struct UpdateMetrics {
     pub loss: LossMetrics,
     /// The loss metrics of each minibatch, in order (epoch after epoch). The first is
-    /// on-policy: its ratios are exactly 1.
+    /// on-policy: its ratios are exactly 1 (with dropout in the gradient pass, π_dropout/π).
     pub minibatch_metrics: Vec<LossMetrics>,
     /// The loss of each minibatch, in order (epoch after epoch).
     pub minibatch_losses: Vec<f64>,
@@ -338,7 +343,9 @@ pub fn update_with_reference(
     // The first minibatch's rows are scored by its own gradient pass (on-policy: those
     // log-probabilities are its `old`), so the no-grad pass leaves them out; their values
     // for the metrics and later epochs are taken from that pass, before the optimizer step.
-    let batches = plan.scoring_batches(episodes, opts.batching(), opts.epochs > 0);
+    // Not with dropout in that pass: then every row is scored here, without it.
+    let first_from_grad = opts.epochs > 0 && !policy.dropout_in_gradient_pass();
+    let batches = plan.scoring_batches(episodes, opts.batching(), first_from_grad);
     let mut before = Tally::new(episodes);
     before.score(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
     let reference = reference
@@ -362,7 +369,7 @@ pub fn update_with_reference(
     for epoch in 0..opts.epochs {
         for (k, mb) in plan.minibatches.iter().enumerate() {
             // Before the first optimizer step the policy is the one that produced `old`.
-            let on_policy = epoch == 0 && k == 0;
+            let on_policy = first_from_grad && epoch == 0 && k == 0;
             let lengths: Vec<f64> = mb.episodes.iter().map(|&i| policy_positions(&episodes[i]).len() as f64).collect();
             // (The horizon is checked above for constant-horizon; the others ignore it.)
             let norm = Normalizer::from_lengths(opts.aggregation, Some(opts.horizon.unwrap_or(1.0)), &lengths, 0)?;
