@@ -82,14 +82,17 @@ pub struct TrainerConfig {
     pub gradient_checkpointing: bool,
     /// Async off-policy training. Unset: lockstep (roll out, then update, one after the
     /// other). Set to k: a rollout thread keeps sampling with a snapshot of the weights while
-    /// the trainer steps, and a step trains only groups sampled by weights at most k steps
-    /// older than its own; older groups are dropped (counted in `dropped_stale_groups`). 0
-    /// overlaps sampling with the update but trains only groups started under the current
-    /// weights.
+    /// the trainer steps, and a step trains only groups sampled by weights at most k trainer
+    /// steps older than its own (a trainer step is `epochs × minibatches` optimizer steps, two
+    /// by default); older groups are dropped (counted in `dropped_stale_groups`). 0 overlaps
+    /// sampling with the update but trains only groups started under the current weights.
+    /// With the default `groups_in_flight` no group is more than 1 step old, so k > 1 only
+    /// matters with more groups in flight.
     pub max_steps_off_policy: Option<u32>,
     /// Groups the rollout thread may have started that the trainer has not yet taken (a
     /// group takes a slot when its rollout starts and frees it when the trainer takes it,
-    /// trained or dropped); unset: `prompts`. Only with `max_steps_off_policy`.
+    /// trained or dropped); unset: `prompts`, with which a step takes every group started
+    /// before it, so staleness never exceeds 1. Only with `max_steps_off_policy`.
     pub groups_in_flight: Option<u32>,
     /// When the rollout thread takes newly published weights: `sync`, at the start of its
     /// next rollout round (every episode of a round sampled by one version); `background`, as

@@ -187,7 +187,8 @@ pub fn train(
             },
             if k > 0 && !corrected {
                 "; note: no off-policy correction is set, so stale groups train as if the current weights sampled them \
-                 (set loss.decoupled=true, loss.tis or loss.icepop)"
+                 (set loss.decoupled=true or loss.tis to weight tokens by pi_old/pi_behave; loss.icepop only filters \
+                 out tokens whose policy drift pi_old/pi_behave leaves its band)"
             } else {
                 ""
             }
