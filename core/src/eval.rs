@@ -101,12 +101,27 @@ pub fn summarize(counts: &[TaskCount], bootstrap: &Bootstrap) -> Result<PassSumm
     })
 }
 
+/// Each task id once: the paired difference matches tasks by id, so a repeated id would pair
+/// one task's episodes with another's. The error names the first repeated id.
+pub fn distinct_task_ids<'a>(ids: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    match ids.into_iter().find(|id| !seen.insert(*id)) {
+        Some(id) => Err(format!(
+            "held-out task id {id:?} appears more than once; the before/after difference pairs tasks by id, so each \
+             held-out task needs its own id (the env's held-out split repeats it)"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Paired difference after − before, matching tasks by id. Both sides must hold the same
-/// task ids.
+/// task ids, each once.
 pub fn paired_difference(before: &[TaskCount], after: &[TaskCount], bootstrap: &Bootstrap) -> Result<PairedDifference, String> {
     if before.len() != after.len() {
         return Err(format!("before has {} tasks, after has {}", before.len(), after.len()));
     }
+    distinct_task_ids(before.iter().map(|t| t.task_id.as_str()))?;
+    distinct_task_ids(after.iter().map(|t| t.task_id.as_str()))?;
     let mut d = Vec::with_capacity(before.len());
     for b in before {
         let a = after.iter().find(|a| a.task_id == b.task_id).ok_or_else(|| format!("task {} missing after", b.task_id))?;
@@ -233,6 +248,21 @@ mod tests {
         assert!((d.mean - 0.25).abs() < 1e-12);
         assert_eq!((d.ci.lo, d.ci.hi), (0.25, 0.25));
         assert_eq!(d.p_value, 0.0);
+    }
+
+    /// A repeated id would pair one task's episodes with another's (the first `a` after
+    /// matched both `a`s before): refused, naming the id.
+    #[test]
+    fn a_repeated_task_id_is_refused_naming_it() {
+        let want = "held-out task id \"a\" appears more than once; the before/after difference pairs tasks by id, so each \
+                    held-out task needs its own id (the env's held-out split repeats it)";
+        let twice = vec![task("a", 4, 0), task("a", 4, 4)];
+        let swapped = vec![task("a", 4, 4), task("a", 4, 0)];
+        assert_eq!(paired_difference(&twice, &swapped, &Bootstrap::default()).unwrap_err(), want);
+        let once = vec![task("a", 4, 0), task("b", 4, 4)];
+        assert_eq!(paired_difference(&once, &twice, &Bootstrap::default()).unwrap_err(), want);
+        assert_eq!(distinct_task_ids(["b", "a", "c", "a", "b"]).unwrap_err(), want, "the first id seen twice");
+        distinct_task_ids(["a", "b"]).unwrap();
     }
 
     #[test]

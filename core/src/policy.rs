@@ -148,6 +148,28 @@ pub trait TrainablePolicy: Policy {
     /// accumulated ones.
     fn backward(&mut self, loss: Tensor<Dispatch, 1>) -> Result<(), PolicyError>;
 
+    /// Add a zero gradient for every trainable parameter, as torch's backward through a loss
+    /// whose every term is weighted by zero gives one: the next [`TrainablePolicy::step`]
+    /// then takes an AdamW step on a zero gradient (momentum still moves the weights, weight
+    /// decay applies, the step count advances), as torch and verl do for a minibatch whose
+    /// advantages are all zero (`trainer.zero_advantage_minibatch = "step"`). The default
+    /// cannot.
+    fn backward_zero(&mut self) -> Result<(), PolicyError> {
+        Err(PolicyError(
+            "this policy cannot take an optimizer step on a zero gradient (TrainablePolicy::backward_zero); \
+             set trainer.zero_advantage_minibatch = \"skip\""
+                .into(),
+        ))
+    }
+
+    /// Whether [`TrainablePolicy::score_with_grad`]'s forward is random (dropout, as LoRA's
+    /// `lora.dropout > 0`): its log-probabilities are then not the policy's, so the update
+    /// takes every old log-probability and the metrics before the update from the no-grad
+    /// [`Policy::score`], the first minibatch's too. The default: a deterministic forward.
+    fn dropout_in_gradient_pass(&self) -> bool {
+        false
+    }
+
     /// Clip the accumulated gradients globally (torch `clip_grad_norm_`) and take one
     /// optimizer step at `lr`; gradients are cleared. A non-finite gradient norm takes no
     /// step and says so (`OptimStep::non_finite`).

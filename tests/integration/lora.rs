@@ -351,3 +351,46 @@ fn gradient_checkpointing_takes_the_same_lora_step() {
     let (plain, checkpointed) = (run(false), run(true));
     assert!(max_abs_diff(&plain, &checkpointed) < 1e-5, "{}", max_abs_diff(&plain, &checkpointed));
 }
+
+/// With LoRA dropout the gradient pass is random, so the update takes the old
+/// log-probabilities and the metrics of the policy before it from the no-grad pass (no
+/// dropout) for every minibatch, the first too, as peers compute old log-probabilities: the
+/// sampler–trainer gap and the entropy are those of one no-grad scoring of every episode, and
+/// the first minibatch's ratios are π_dropout/π rather than 1.
+#[test]
+fn with_dropout_the_old_logprobs_and_the_metrics_before_the_update_have_none() {
+    use arl_core::train::update::{UpdateOptions, recompute, update};
+    let (loss, _) = crate::trainer::grpo();
+    let mut setup = lora_setup(4);
+    setup.lora.as_mut().unwrap().dropout = 0.5;
+    let mut p = QwenTrainer::load_setup(&base("qwen3-a"), &cpu(), OptimConfig::default(), &setup).unwrap();
+    assert!(p.dropout_in_gradient_pass());
+    ce_step(&mut p, &(0..16u32).map(|i| (i * 7 + 3) % 300).collect::<Vec<_>>(), 5e-2); // B ≠ 0
+    // Four episodes of 4 prompt and 8 policy tokens; their sampler log-probabilities are the
+    // no-grad scores, so the gap before the update is 0 up to rounding.
+    let (prompt, len) = (4usize, 12usize);
+    let seqs: Vec<Vec<u32>> = (0..4u32).map(|k| (0..len as u32).map(|i| (i * 13 + k * 29 + 1) % 300).collect()).collect();
+    let positions: Vec<Vec<usize>> = seqs.iter().map(|_| (prompt..len).collect()).collect();
+    let plain = to_vec(p.score(&seqs, Some(&positions), ScoreParams::at(1.0)).unwrap().logprobs);
+    let episodes: Vec<arl_core::Episode> = seqs
+        .iter()
+        .enumerate()
+        .map(|(r, ids)| arl_core::Episode {
+            task_id: format!("t{r}"),
+            group: r / 2,
+            ids: ids.clone(),
+            policy_mask: (0..len).map(|t| t >= prompt).collect(),
+            sampler_logprobs: (0..len).map(|t| if t >= prompt { plain[r * len + t] } else { 0.0 }).collect(),
+            turn_ids: (0..len).map(|t| if t >= prompt { 0 } else { -1 }).collect(),
+            ..Default::default()
+        })
+        .collect();
+    let before = recompute(&p, &episodes, 4, ScoreParams::at(1.0).with_entropy(true)).unwrap();
+    let opts = UpdateOptions { minibatches: 2, lr: 1e-3, ..UpdateOptions::default() };
+    let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
+    assert_eq!((m.optimizer_steps, m.policy_tokens), (2, 4 * (len - prompt)));
+    assert!(m.logprob_gap_max < 1e-5, "the gap before the update has no dropout in it: max {}", m.logprob_gap_max);
+    assert!((m.entropy.unwrap() - before.entropy_mean.unwrap()).abs() < 1e-5, "{:?} vs {:?}", m.entropy, before.entropy_mean);
+    let first = &m.minibatch_metrics[0];
+    assert!(first.ratio_max > 1.0 + 1e-4 || first.ratio_min < 1.0 - 1e-4, "π_dropout/π: {first:?}");
+}

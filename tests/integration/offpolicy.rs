@@ -300,6 +300,35 @@ fn staleness_bound_holds(mut policy: Recording, name: &str) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// What the docs of `trainer.max_steps_off_policy` say (#48): K counts trainer steps (each of
+/// `minibatches` optimizer steps); with the default `groups_in_flight` (= `prompts`) a step
+/// takes every group started before it, so however large K is no group trains more than one
+/// trainer step stale and none is dropped; and the start-up note says that IcePop filters
+/// tokens on policy drift rather than correcting for it.
+#[test]
+fn with_the_default_groups_in_flight_no_group_trains_more_than_one_step_stale() {
+    let mut policy = Recording::new();
+    let dir = arl_tests::scratch_dir("async-default-in-flight");
+    let mut c = config(4, 3, 2);
+    (c.trainer.groups_in_flight, c.trainer.minibatches, c.loss.decoupled) = (None, 2, false);
+    let (steps, lines) = run(&mut policy, &c, &dir);
+    let note = lines.iter().find(|l| l.starts_with("async sampling:")).unwrap();
+    assert!(note.starts_with("async sampling: groups up to 3 steps old train, 2 in flight"), "{note}");
+    assert!(note.ends_with("(set loss.decoupled=true or loss.tis to weight tokens by pi_old/pi_behave; loss.icepop only filters out tokens whose policy drift pi_old/pi_behave leaves its band)"), "{note}");
+    // Every scoring of a sequence (two minibatches: the second's rows are also scored without
+    // gradients) is at most one snapshot, i.e. one trainer step, after the weights that sampled it.
+    for (at, by) in &measured(&policy) {
+        let oldest = by.iter().map(|v| v.snapshot).min().unwrap();
+        assert!(at.snapshot - oldest <= 1, "scored at {at:?}, sampled at {by:?}");
+    }
+    assert_eq!(sum(&steps, "dropped_stale_groups"), 0);
+    for s in &steps {
+        let a = &s["off_policy"];
+        assert!(a["staleness"].as_object().unwrap().keys().all(|k| k == "0" || k == "1"), "{a}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_snapshot_keeps_its_weights_while_the_trainer_steps() {
     snapshot_keeps_its_weights(trainer(), true);

@@ -149,6 +149,32 @@ fn the_loss_falls_on_the_assistants_tokens_as_the_template_renders_them() {
     assert_eq!(seq.target_tokens(), 3, "`4`, `2` (Qwen3 splits digits) and <|im_end|>");
 }
 
+/// Two assistant messages in a row: the first turn ends and the next generation prompt opens
+/// the second, both masked, as a rollout's empty observation would — exactly the template's
+/// own rendering of the conversation (arl's ChatML template), never
+/// `…One.<|im_end|>Two.<|im_end|>`, which neither the template nor a rollout produces. Qwen3's
+/// own template renders the first turn differently once another follows it (its empty think
+/// block goes), so there such a line is refused, as any turn that template would re-render.
+#[test]
+fn consecutive_assistant_turns_render_with_the_templates_boundary() {
+    let qwen3 = HfChatCodec::load(&qwen3_tokenizer_dir()).unwrap().with_enable_thinking(Some(false));
+    let chatml = qwen3.with_chatml_tools().unwrap();
+    let line = r#"{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "One."}, {"role": "assistant", "content": "Two."}]}"#;
+    let ex = parse_line(line, 1).unwrap();
+    let seq = render(&chatml, &ex, TrainOn::Assistant).unwrap();
+    let text = |keep: bool| -> String {
+        let ids: Vec<u32> = seq.ids.iter().zip(&seq.mask).filter(|(_, m)| **m == keep).map(|(i, _)| *i).collect();
+        arl_core::ChatCodec::decode(&chatml, &ids).unwrap()
+    };
+    assert_eq!(text(true), "One.<|im_end|>Two.<|im_end|>");
+    let full = chatml.encode(&chatml.render_typed(&ex.messages, &[], false).unwrap()).unwrap();
+    assert_eq!(seq.ids.as_slice(), &full[..full.len() - 1], "{}", arl_core::ChatCodec::decode(&chatml, &seq.ids).unwrap());
+    let all = arl_core::ChatCodec::decode(&chatml, &seq.ids).unwrap();
+    assert!(all.ends_with("One.<|im_end|>\n<|im_start|>assistant\nTwo.<|im_end|>"), "{all}");
+    let err = render(&qwen3, &ex, TrainOn::Assistant).unwrap_err().to_string();
+    assert!(err.starts_with("chat template is not append-only here: adding an assistant turn changes what the template rendered"), "{err}");
+}
+
 #[test]
 fn bad_sft_input_is_one_line_naming_the_file_line_and_problem() {
     qwen3_tokenizer_dir();

@@ -2,7 +2,7 @@
 //! one full `arl run` step works on the tiny preset with the real Qwen3 chat template.
 
 use arl_core::chat::{ChatCodec, ChatError, Conversation};
-use arl_core::config::LossConfig;
+use arl_core::config::{LossConfig, ZeroAdvantageMinibatch};
 use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
 use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
@@ -119,6 +119,7 @@ fn rl_alone_raises_the_reward_on_a_tiny_model() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     let mut means = Vec::new();
     for step in 0..12u64 {
@@ -439,6 +440,7 @@ fn gradient_checkpointing_gives_the_same_update() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     let run = |checkpointing: bool| {
         let mut p =
@@ -448,6 +450,74 @@ fn gradient_checkpointing_gives_the_same_update() {
         (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
     };
     assert_same_update(&run(false), &run(true), 1e-5);
+}
+
+/// bf16 weights with gradient checkpointing: the copy of the weights that samples, scores
+/// without gradients and hands out snapshots keeps each weight's dtype (it used to be rebuilt
+/// in f32), so the run samples, scores and updates exactly as without checkpointing — the
+/// same episodes, sampler–trainer gap, second-minibatch ratios, loss and step.
+#[test]
+fn gradient_checkpointing_in_bf16_samples_scores_and_updates_as_without_it() {
+    let (loss, _) = grpo();
+    let env = Letters;
+    let specs: Vec<(Task, usize)> = env.tasks(Split::Train).unwrap().into_iter().take(2).flat_map(|t| [(t.clone(), 0), (t, 0)]).collect();
+    let opts = UpdateOptions { minibatches: 2, micro: Some(2), lr: 1e-2, ..UpdateOptions::default() };
+    let run = |checkpointing: bool| {
+        let mut p =
+            QwenTrainer::load_with("tiny-vocab512", &arl_qwen3::cpu(), OptimConfig::default(), arl_qwen3::DType::Bf16, checkpointing)
+                .unwrap();
+        let (episodes, _) = rollout(&env, &Bytes, &mut p, &specs, &rollout_opts(4), &mut |_, _| {}).unwrap();
+        let before = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
+        let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 0.5, -0.5], &opts).unwrap();
+        let after = recompute_logprobs(&p, &episodes, 4, 1.0).unwrap();
+        (episodes, before, m, after)
+    };
+    let ((eps_a, before_a, m_a, after_a), (eps_b, before_b, m_b, after_b)) = (run(false), run(true));
+    for (a, b) in eps_a.iter().zip(&eps_b) {
+        assert_eq!((&a.ids, &a.sampler_logprobs), (&b.ids, &b.sampler_logprobs), "the sampler computes in bf16 either way");
+    }
+    assert_eq!(before_a, before_b, "the no-grad scorer computes in bf16 either way");
+    eprintln!(
+        "bf16 gap without checkpointing: mean {:.2e} max {:.2e}; with: mean {:.2e} max {:.2e}",
+        m_a.logprob_gap_mean, m_a.logprob_gap_max, m_b.logprob_gap_mean, m_b.logprob_gap_max
+    );
+    assert_eq!((m_a.logprob_gap_mean, m_a.logprob_gap_max), (m_b.logprob_gap_mean, m_b.logprob_gap_max));
+    assert_eq!(m_a.episode_gaps, m_b.episode_gaps);
+    let (second_a, second_b) = (&m_a.minibatch_metrics[1], &m_b.minibatch_metrics[1]);
+    assert_eq!((second_a.ratio_min, second_a.ratio_max), (second_b.ratio_min, second_b.ratio_max), "{second_a:?} vs {second_b:?}");
+    assert_same_update(&(m_a, after_a), &(m_b, after_b), 1e-5);
+}
+
+/// `trainer.zero_advantage_minibatch`: a minibatch whose rows all have zero advantage takes no
+/// optimizer step with `skip` (the default: the weights are exactly those of the first
+/// minibatch's step), and one on a zero gradient with `step`, as torch and verl take it —
+/// AdamW's momentum from the first minibatch moves the weights on in the same direction.
+#[test]
+fn a_zero_advantage_minibatch_steps_only_when_asked() {
+    let (loss, _) = grpo();
+    let episodes = four_episodes(4);
+    let advantages = [1.0, -1.0, 0.0, 0.0];
+    // An update of the first `rows` episodes in `minibatches`; the log-probabilities of all four after.
+    let run = |rows: usize, minibatches: u32, zero_advantage_minibatch: ZeroAdvantageMinibatch| {
+        let mut p = trainer();
+        let opts = UpdateOptions { minibatches, lr: 1e-2, zero_advantage_minibatch, ..UpdateOptions::default() };
+        let m = update(&mut p, loss.as_ref(), &episodes[..rows], &advantages[..rows], &opts).unwrap();
+        (m, recompute_logprobs(&p, &episodes, 4, 1.0).unwrap())
+    };
+    let (skip, step) = (run(4, 2, ZeroAdvantageMinibatch::Skip), run(4, 2, ZeroAdvantageMinibatch::Step));
+    let first_alone = run(2, 1, ZeroAdvantageMinibatch::Skip);
+    assert_eq!((skip.0.skipped_rows, step.0.skipped_rows), (2, 2));
+    assert_eq!(skip.0.minibatch_losses, step.0.minibatch_losses);
+    assert_eq!((skip.0.optimizer_steps, step.0.optimizer_steps), (1, 2));
+    assert_eq!(step.0.grad_norm_max, skip.0.grad_norm_max);
+    assert_eq!(step.0.grad_norm_mean, skip.0.grad_norm_max / 2.0, "the second step's gradient norm is 0");
+    assert_eq!(skip.1, first_alone.1, "`skip`: the first minibatch's step and nothing else");
+    // The positive-advantage episode's log-probability rises further under `step`.
+    let positive = |lp: &[Vec<f32>]| policy_positions(&episodes[0]).iter().map(|&t| lp[0][t] as f64).sum::<f64>();
+    let (before, after_skip, after_step) =
+        (positive(&recompute_logprobs(&trainer(), &episodes, 4, 1.0).unwrap()), positive(&skip.1), positive(&step.1));
+    eprintln!("positive-advantage log-probability: {before:.4} → skip {after_skip:.4}, step {after_step:.4}");
+    assert!(after_skip > before && after_step > after_skip + 1e-3, "{before} → skip {after_skip}, step {after_step}");
 }
 
 /// `micro_tokens` (the default bound on an update's memory) only splits the work: one row
@@ -493,6 +563,7 @@ fn a_bf16_policy_samples_and_takes_finite_update_steps() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     let m = update(&mut p, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
     // Sampler and scorer both compute in bf16 from the same weights.
@@ -526,6 +597,7 @@ fn a_reference_policy_adds_a_kl_term_that_starts_at_zero() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     let mut b = trainer();
     let ma = update_with_reference(&mut a, None, plain.as_ref(), &episodes, &advantages, &opts).unwrap();
@@ -558,6 +630,7 @@ fn an_entropy_bonus_runs_in_the_update() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     let m = update(&mut policy, loss.as_ref(), &episodes, &[1.0, -1.0], &opts).unwrap();
     assert!(m.loss.entropy.unwrap() > 0.0 && m.optimizer_steps == 1, "{m:?}");
@@ -582,6 +655,7 @@ fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
         aggregation: Aggregation::TokenMean,
         horizon: None,
         temperature: 1.0,
+        zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
     };
     update(&mut moved, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
     let unmoved = trainer();

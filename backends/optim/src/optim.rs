@@ -1,7 +1,7 @@
 //! [`Optim`]: accumulate micro-batch gradients, clip globally, take an AdamW step.
 
 use burn::Dispatch;
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
@@ -71,6 +71,17 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         self.micro_batches += 1;
     }
 
+    /// Add a zero gradient for every trainable parameter (`require_grad`), counted as one
+    /// micro-batch, so the next [`Optim::step`] is an AdamW step on a zero gradient, as torch
+    /// takes after a backward through a loss weighted by zero: the moments decay, the step
+    /// count advances, momentum and weight decay move the weights.
+    pub fn backward_zero(&mut self, module: &M) {
+        let mut zeros = ZeroGrads { grads: GradientsParams::new() };
+        module.visit(&mut zeros);
+        self.accumulated.accumulate(module, zeros.grads);
+        self.micro_batches += 1;
+    }
+
     /// Clip the accumulated gradients globally and take one AdamW step at `lr`.
     /// With nothing accumulated the module is returned unchanged; so it is when the
     /// gradient norm is not finite (`non_finite`), since one NaN would reach every weight.
@@ -93,6 +104,19 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
     pub fn zero_grad(&mut self) {
         let _ = self.accumulated.grads();
         self.micro_batches = 0;
+    }
+}
+
+/// A zero gradient for every parameter that trains.
+struct ZeroGrads {
+    grads: GradientsParams,
+}
+
+impl ModuleVisitor<Dispatch> for ZeroGrads {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+        if param.val().is_require_grad() {
+            self.grads.register::<Dispatch, D>(param.id, param.val().inner().zeros_like());
+        }
     }
 }
 
@@ -204,6 +228,37 @@ mod tests {
         for (got, want) in values(m.a.val()).iter().zip(&expected) {
             assert!((*got as f64 - want).abs() < 1e-5, "{got} vs {want}");
         }
+    }
+
+    /// After one step on g, a step on a zero gradient (`backward_zero`) is torch's AdamW step
+    /// with g = 0: m ← β₁m, v ← β₂v, bias corrections of step 2, decay, and the momentum moves
+    /// the weights again; without `backward_zero` nothing moves.
+    #[test]
+    fn a_step_on_a_zero_gradient_follows_the_torch_update_rule() {
+        let (lr, wd, eps, b1, b2) = (0.1, 0.5, 1e-8, 0.9f64, 0.999f64);
+        let config = OptimConfig { grad_clip: 0.0, weight_decay: wd, eps, ..Default::default() };
+        let mut m = model();
+        let mut optim = Optim::<Two<Dispatch>>::new(config);
+        optim.backward(&m, linear_loss(&m, 1.0));
+        m = optim.step(m, lr).0;
+        optim.backward_zero(&m);
+        let (m, stats) = optim.step(m, lr);
+        assert_eq!((stats.grad_norm, stats.micro_batches, stats.non_finite), (0.0, 1, false));
+        let mut expected: Vec<f64> = vec![1.0, -2.0, 0.5, 3.0];
+        for (p, g) in expected.iter_mut().zip([3.0f64, 0.0, -4.0, 0.0]) {
+            // Step 1 on g, then step 2 on 0 with the moments of step 1.
+            *p = *p * (1.0 - lr * wd) - lr * g / (g.abs() + eps);
+            let (m2, v2) = (b1 * (1.0 - b1) * g, b2 * (1.0 - b2) * g * g);
+            let (m_hat, v_hat) = (m2 / (1.0 - b1 * b1), v2 / (1.0 - b2 * b2));
+            *p = *p * (1.0 - lr * wd) - lr * m_hat / (v_hat.sqrt() + eps);
+        }
+        let got = values(m.a.val());
+        for (got, want) in got.iter().zip(&expected) {
+            assert!((*got as f64 - want).abs() < 1e-5, "{got} vs {want}");
+        }
+        // a[0] was 0.85 after step 1; decay alone would leave 0.85·0.95 = 0.8075, and the
+        // momentum takes about 0.67·lr more.
+        assert!((got[0] as f64) < 0.8075 - 0.05, "{got:?}");
     }
 
     #[test]

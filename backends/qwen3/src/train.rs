@@ -71,14 +71,17 @@ pub struct QwenTrainer {
     rollout_device: Option<DispatchDevice>,
 }
 
-/// Rebuilds every float parameter from its data: a fresh tensor on the plain device.
+/// Rebuilds every float parameter from its data: a fresh tensor on the plain device, in the
+/// parameter's own dtype (`from_data` with only a device would make every weight the device's
+/// default float, f32: a bf16 run's sampler and no-grad scorer would then compute in f32 while
+/// its gradient pass computes in bf16).
 struct Untag;
 
 impl ModuleMapper<Dispatch> for Untag {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<Dispatch, D>>) -> Param<Tensor<Dispatch, D>> {
         let (id, tensor, mapper) = param.consume();
-        let device = tensor.device();
-        Param::from_mapped_value(id, Tensor::from_data(tensor.into_data(), &device), mapper)
+        let (device, dtype) = (tensor.device(), tensor.dtype());
+        Param::from_mapped_value(id, Tensor::from_data(tensor.into_data(), (&device, dtype)), mapper)
     }
 }
 
@@ -277,6 +280,16 @@ impl TrainablePolicy for QwenTrainer {
         let surrogate = heads.into_iter().map(|h| h.surrogate(&grads, model)).reduce(|a, b| a + b).expect("a pending head");
         self.optim.backward(model, surrogate);
         Ok(())
+    }
+
+    fn backward_zero(&mut self) -> Result<(), PolicyError> {
+        self.optim.backward_zero(self.model.as_ref().expect("model present outside step"));
+        Ok(())
+    }
+
+    /// LoRA's dropout acts in the gradient pass only (on the autodiff device).
+    fn dropout_in_gradient_pass(&self) -> bool {
+        self.lora.as_ref().is_some_and(|l| l.config.dropout > 0.0)
     }
 
     fn step(&mut self, lr: f64) -> Result<OptimStep, PolicyError> {

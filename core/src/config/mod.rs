@@ -18,7 +18,7 @@ pub use lora::{LORA_TARGETS, LoraConfig, lora_scale};
 pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};
 pub use preset::AlgoPreset;
 pub use sft::{SftConfig, TrainOn};
-pub use trainer::{DifficultyConfig, EvalConfig, LrSchedule, OutputConfig, TaskSampler, TrainerConfig, WeightSync};
+pub use trainer::{DifficultyConfig, EvalConfig, LrSchedule, OutputConfig, TaskSampler, TrainerConfig, WeightSync, ZeroAdvantageMinibatch};
 pub use validate::Range;
 
 use std::collections::BTreeMap;

@@ -29,6 +29,12 @@ pub struct TrainerConfig {
     /// Optimizer steps per epoch: the step's `prompts × group_size` rows are split into
     /// this many minibatches (at most that many rows).
     pub minibatches: u32,
+    /// A minibatch none of whose rows trains (every advantage zero, with a loss in which such
+    /// rows contribute nothing): `skip` (the default) takes no optimizer step, so its weights,
+    /// AdamW moments and step count stay; `step` takes one on a zero gradient, as torch and
+    /// verl do (every minibatch steps: AdamW's momentum still moves the weights, weight decay
+    /// applies, the step count advances).
+    pub zero_advantage_minibatch: ZeroAdvantageMinibatch,
     /// Rows per micro-batch; unset: no cap on rows (`micro_tokens` still splits).
     pub micro: Option<u32>,
     /// Padded tokens per micro-batch (its rows × its longest row), in the update, its
@@ -76,14 +82,17 @@ pub struct TrainerConfig {
     pub gradient_checkpointing: bool,
     /// Async off-policy training. Unset: lockstep (roll out, then update, one after the
     /// other). Set to k: a rollout thread keeps sampling with a snapshot of the weights while
-    /// the trainer steps, and a step trains only groups sampled by weights at most k steps
-    /// older than its own; older groups are dropped (counted in `dropped_stale_groups`). 0
-    /// overlaps sampling with the update but trains only groups started under the current
-    /// weights.
+    /// the trainer steps, and a step trains only groups sampled by weights at most k trainer
+    /// steps older than its own (a trainer step is `epochs × minibatches` optimizer steps, two
+    /// by default); older groups are dropped (counted in `dropped_stale_groups`). 0 overlaps
+    /// sampling with the update but trains only groups started under the current weights.
+    /// With the default `groups_in_flight` no group is more than 1 step old, so k > 1 only
+    /// matters with more groups in flight.
     pub max_steps_off_policy: Option<u32>,
     /// Groups the rollout thread may have started that the trainer has not yet taken (a
     /// group takes a slot when its rollout starts and frees it when the trainer takes it,
-    /// trained or dropped); unset: `prompts`. Only with `max_steps_off_policy`.
+    /// trained or dropped); unset: `prompts`, with which a step takes every group started
+    /// before it, so staleness never exceeds 1. Only with `max_steps_off_policy`.
     pub groups_in_flight: Option<u32>,
     /// When the rollout thread takes newly published weights: `sync`, at the start of its
     /// next rollout round (every episode of a round sampled by one version); `background`, as
@@ -115,6 +124,7 @@ impl Default for TrainerConfig {
             min_lr_ratio: 0.0,
             epochs: 1,
             minibatches: 2,
+            zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
             micro: None,
             micro_tokens: 2048,
             gen_batch: None,
@@ -198,6 +208,17 @@ pub enum WeightSync {
     Sync,
     /// Between the turns of running episodes (in-flight weight updates).
     Background,
+}
+
+/// What a minibatch with no row to train does (`trainer.zero_advantage_minibatch`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroAdvantageMinibatch {
+    /// No optimizer step (arl's choice: a zero gradient carries no signal).
+    #[default]
+    Skip,
+    /// An optimizer step on a zero gradient (torch's and verl's behaviour).
+    Step,
 }
 
 impl TrainerConfig {

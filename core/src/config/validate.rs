@@ -546,6 +546,19 @@ mod tests {
         }
     }
 
+    /// `trainer.zero_advantage_minibatch`: `skip` (the default) or `step`, anything else
+    /// refused in one line naming the key and both values.
+    #[test]
+    fn the_zero_advantage_minibatch_is_skip_or_step() {
+        assert_eq!(RunConfig::default().trainer.zero_advantage_minibatch, crate::config::ZeroAdvantageMinibatch::Skip);
+        check(&["trainer.zero_advantage_minibatch=\"skip\""]).unwrap();
+        check(&["trainer.zero_advantage_minibatch=\"step\""]).unwrap();
+        assert_eq!(
+            check(&["trainer.zero_advantage_minibatch=\"always\""]).unwrap_err(),
+            "config key `trainer.zero_advantage_minibatch`: unknown variant `always`, expected `skip` or `step`"
+        );
+    }
+
     #[test]
     fn the_defaults_and_edge_values_pass() {
         check(&[]).unwrap();

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::rollout::{RolloutOptions, rollout};
 use crate::chat::ChatCodec;
-use crate::eval::{Bootstrap, PassSummary, TaskCount, summarize};
+use crate::eval::{Bootstrap, PassSummary, TaskCount, distinct_task_ids, summarize};
 use crate::policy::Policy;
 use crate::{Env, Episode, EpisodeFinish, Split};
 
@@ -78,7 +78,8 @@ pub fn evaluate(
 }
 
 /// Evaluate `policy` on every task of a held-out `split` (which must have tasks), `n`
-/// episodes each.
+/// episodes each. Task ids must be distinct (the paired difference matches tasks by id); a
+/// repeated one is refused before anything is sampled.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_split(
     env: &dyn Env,
@@ -94,6 +95,7 @@ pub fn evaluate_split(
     if tasks.is_empty() {
         return Err(TrainError::Other(format!("the env has no {split} tasks to evaluate")));
     }
+    distinct_task_ids(tasks.iter().map(|t| t.id.as_str())).map_err(TrainError::Other)?;
     let specs: Vec<_> = tasks.iter().enumerate().flat_map(|(g, t)| (0..n).map(move |_| (t.clone(), g))).collect();
     let (episodes, _) = rollout(env, codec, policy, &specs, opts, progress)?;
     let infra_failed = episodes.iter().filter(|e| e.stats.infra_failed).count();
@@ -141,4 +143,74 @@ pub fn evaluate_split(
         })
         .collect();
     Ok(Evaluation { split, per_task, summary, transcripts, episodes, tool_stats, infra_failed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatError;
+    use crate::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
+    use crate::{EnvError, EnvSession, Message, Task, ToolSchema};
+
+    /// Held-out tasks `a`, `b`, `a` (as a process env or an out-of-tree env may list them).
+    struct Repeats;
+
+    impl Env for Repeats {
+        fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+            Ok(["a", "b", "a"]
+                .iter()
+                .map(|id| Task { id: id.to_string(), family: "f".into(), split, data: serde_json::Value::Null })
+                .collect())
+        }
+        fn tools(&self) -> Vec<ToolSchema> {
+            vec![]
+        }
+        fn reset(&self, _: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+            panic!("a repeated held-out id is refused before any episode starts")
+        }
+    }
+
+    struct Never;
+
+    impl Policy for Never {
+        fn generate(&mut self, _: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+            panic!("nothing is sampled")
+        }
+        fn score(&self, _: &[Vec<u32>], _: Option<&[Vec<usize>]>, _: ScoreParams) -> Result<Scores, PolicyError> {
+            panic!("nothing is scored")
+        }
+    }
+
+    impl ChatCodec for Never {
+        fn prompt_ids(&self, _: &[Message], _: &[ToolSchema]) -> Result<Vec<u32>, ChatError> {
+            panic!("nothing is rendered")
+        }
+        fn observation_ids(&self, _: &[Message], _: &[Message], _: &[ToolSchema], _: Option<u32>) -> Result<Vec<u32>, ChatError> {
+            panic!("nothing is rendered")
+        }
+        fn decode(&self, _: &[u32]) -> Result<String, ChatError> {
+            panic!("nothing is decoded")
+        }
+        fn stop_ids(&self) -> &[u32] {
+            &[]
+        }
+        fn self_check(&self) -> Result<String, ChatError> {
+            Ok("never".into())
+        }
+    }
+
+    #[test]
+    fn a_repeated_held_out_task_id_is_refused_naming_it() {
+        let opts = RolloutOptions {
+            max_turns: 1,
+            max_calls_per_turn: 1,
+            sampling: SamplingParams::default(),
+            gen_batch: None,
+            max_episode_tokens: 16,
+            max_prompt_tokens: None,
+            max_response_tokens: None,
+        };
+        let err = evaluate(&Repeats, &Never, &mut Never, 2, &opts, &Bootstrap::default(), &mut |_, _| {}).unwrap_err().to_string();
+        assert!(err.starts_with("held-out task id \"a\" appears more than once;") && !err.contains('\n'), "{err}");
+    }
 }

@@ -1,7 +1,8 @@
 //! Checks that need the env and the tokenizer but not the model, run after those are built and
 //! before the weights load: the token budgets against the prompts the env really renders, and
-//! the response budget DAPO's overlong shaping ramps against. Errors are one line naming the
-//! key ([`ConfigError`]); a budget that only some prompts exceed is a warning.
+//! the response budget DAPO's overlong shaping ramps against, and held-out task ids that are
+//! each used once (the paired difference matches tasks by id). Errors are one line naming the
+//! key ([`ConfigError`]) or the repeated id; a budget that only some prompts exceed is a warning.
 
 use super::TrainError;
 use crate::chat::ChatCodec;
@@ -42,6 +43,9 @@ fn prompt_limit(config: &RunConfig, env: &dyn Env) -> (usize, &'static str) {
 /// first turn); some over it is a warning.
 fn prompt_budget(config: &RunConfig, env: &dyn Env, codec: &dyn ChatCodec, split: Split) -> Result<Option<String>, TrainError> {
     let tasks = env.tasks(split)?;
+    if split == Split::Heldout {
+        crate::eval::distinct_task_ids(tasks.iter().map(|t| t.id.as_str())).map_err(TrainError::Other)?;
+    }
     if tasks.is_empty() {
         return Ok(None);
     }

@@ -208,7 +208,8 @@ pub fn train(
             },
             if k > 0 && !corrected {
                 "; note: no off-policy correction is set, so stale groups train as if the current weights sampled them \
-                 (set loss.decoupled=true, loss.tis or loss.icepop)"
+                 (set loss.decoupled=true or loss.tis to weight tokens by pi_old/pi_behave; loss.icepop only filters \
+                 out tokens whose policy drift pi_old/pi_behave leaves its band)"
             } else {
                 ""
             }
@@ -461,6 +462,7 @@ pub fn update_options(config: &RunConfig, loss: &dyn PolicyLoss, rollout: &Rollo
         aggregation: Aggregation::resolve(config.loss.aggregation, loss),
         horizon: Some(config.loss.horizon.unwrap_or(response_budget(rollout) as f64)),
         temperature: config.sampling.temperature,
+        zero_advantage_minibatch: config.trainer.zero_advantage_minibatch,
     }
 }
 

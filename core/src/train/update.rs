@@ -13,7 +13,16 @@
 //! nothing is clipped — and its rows are not scored beforehand at all: the metrics of the
 //! policy before the update (entropy, sampler–trainer gap, reference KL) take their values
 //! from that pass, before its optimizer step. With the default two minibatches this saves
-//! half of the no-grad pass; with one, all of it but the rows that do not train.
+//! half of the no-grad pass; with one, all of it but the rows that do not train. A policy
+//! whose gradient pass has dropout (LoRA with `lora.dropout > 0`,
+//! [`TrainablePolicy::dropout_in_gradient_pass`]) does not take this shortcut: its forward
+//! with dropout is not the policy's, so every row, the first minibatch's too, is scored in the
+//! no-grad pass without dropout, as peers compute old log-probabilities (the first
+//! minibatch's ratios are then π_dropout/π, not 1).
+//!
+//! A minibatch with no row to train (all advantages zero, or no policy tokens) takes no
+//! optimizer step by default; with [`ZeroAdvantageMinibatch::Step`] it takes one on a zero
+//! gradient, as torch and verl do.
 
 use std::time::Instant;
 
@@ -24,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::micro::MicroBatching;
 use crate::Episode;
+use crate::config::ZeroAdvantageMinibatch;
 use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
 use crate::policy::{Policy, ScoreParams, TrainablePolicy};
 
@@ -43,6 +53,9 @@ pub struct UpdateOptions {
     /// The sampling temperature: the old, new and reference log-probabilities are scored at
     /// it, so they are log-probabilities of the distribution the sampler drew from.
     pub temperature: f64,
+    /// A minibatch with no row to train: no optimizer step (`Skip`), or one on a zero
+    /// gradient (`Step`, torch's and verl's behaviour); `trainer.zero_advantage_minibatch`.
+    pub zero_advantage_minibatch: ZeroAdvantageMinibatch,
 }
 
 impl UpdateOptions {
@@ -63,6 +76,7 @@ impl Default for UpdateOptions {
             aggregation: Aggregation::TokenMean,
             horizon: None,
             temperature: 1.0,
+            zero_advantage_minibatch: ZeroAdvantageMinibatch::Skip,
         }
     }
 }
@@ -72,7 +86,7 @@ impl Default for UpdateOptions {
 pub struct UpdateMetrics {
     pub loss: LossMetrics,
     /// The loss metrics of each minibatch, in order (epoch after epoch). The first is
-    /// on-policy: its ratios are exactly 1.
+    /// on-policy: its ratios are exactly 1 (with dropout in the gradient pass, π_dropout/π).
     pub minibatch_metrics: Vec<LossMetrics>,
     /// The loss of each minibatch, in order (epoch after epoch).
     pub minibatch_losses: Vec<f64>,
@@ -333,7 +347,9 @@ pub fn update_with_reference(
     // The first minibatch's rows are scored by its own gradient pass (on-policy: those
     // log-probabilities are its `old`), so the no-grad pass leaves them out; their values
     // for the metrics and later epochs are taken from that pass, before the optimizer step.
-    let batches = plan.scoring_batches(episodes, opts.batching(), opts.epochs > 0);
+    // Not with dropout in that pass: then every row is scored here, without it.
+    let first_from_grad = opts.epochs > 0 && !policy.dropout_in_gradient_pass();
+    let batches = plan.scoring_batches(episodes, opts.batching(), first_from_grad);
     let scoring = Instant::now();
     let mut before = Tally::new(episodes);
     before.score(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, at.with_entropy(true))?;
@@ -358,7 +374,7 @@ pub fn update_with_reference(
     for epoch in 0..opts.epochs {
         for (k, mb) in plan.minibatches.iter().enumerate() {
             // Before the first optimizer step the policy is the one that produced `old`.
-            let on_policy = epoch == 0 && k == 0;
+            let on_policy = first_from_grad && epoch == 0 && k == 0;
             let lengths: Vec<f64> = mb.episodes.iter().map(|&i| policy_positions(&episodes[i]).len() as f64).collect();
             // (The horizon is checked above for constant-horizon; the others ignore it.)
             let norm = Normalizer::from_lengths(opts.aggregation, Some(opts.horizon.unwrap_or(1.0)), &lengths, 0)?;
@@ -410,7 +426,12 @@ pub fn update_with_reference(
                 mb_metrics.push(token_loss.metrics);
                 policy.backward(scalar)?;
             }
-            if !mb.micro.is_empty() && !non_finite {
+            // Nothing to train: torch and verl still step, on a zero gradient.
+            let zero_step = mb.micro.is_empty() && opts.zero_advantage_minibatch == ZeroAdvantageMinibatch::Step;
+            if zero_step {
+                policy.backward_zero()?;
+            }
+            if (!mb.micro.is_empty() || zero_step) && !non_finite {
                 let step = policy.step(opts.lr)?;
                 non_finite = step.non_finite;
                 if !non_finite {

@@ -18,7 +18,12 @@
 //! once, with the generation prompt); each assistant turn is appended as the ids the model
 //! would write ([`ChatCodec::assistant_ids`]: its text through the stop token); what follows
 //! it up to the next assistant turn (tool results, a user message) is appended as the
-//! template's own ids of that suffix. So SFT trains exactly the token layout an `arl run`
+//! template's own ids of that suffix. Two assistant turns in a row are separated by the
+//! template's own boundary (an empty observation: the end of the first turn and the next
+//! generation prompt, `<|im_end|>\n<|im_start|>assistant\n` in ChatML), never trained, as the
+//! template renders such a conversation; a template that renders the first of them otherwise
+//! once the second follows (Qwen3's drops its empty think block) refuses the line, as it
+//! refuses any conversation it would re-render. So SFT trains exactly the token layout an `arl run`
 //! rollout samples, and its loss falls on the tokens the policy writes there.
 
 use std::path::Path;
@@ -220,6 +225,14 @@ pub fn render(codec: &dyn ChatCodec, example: &SftExample, train_on: TrainOn) ->
     let mut i = first;
     while i < m.len() {
         if m[i].role == Role::Assistant {
+            if i > first && m[i - 1].role == Role::Assistant {
+                // Two assistant turns in a row: the template's boundary between them (the end
+                // of the first turn and the next generation prompt, an empty observation),
+                // never trained, as the template renders such a conversation.
+                let before = conv.ids.len();
+                conv.push_observations(codec, Vec::new())?;
+                mask.extend(std::iter::repeat_n(false, conv.ids.len() - before));
+            }
             let ids = codec.assistant_ids(&structured, &example.tools, &m[i])?;
             conv.push_assistant(codec, &ids, &vec![0.0; ids.len()])?;
             mask.extend(std::iter::repeat_n(example.trained[i], ids.len()));
@@ -352,5 +365,18 @@ mod tests {
         let all = render(&Chars, &ex, TrainOn::All).unwrap();
         assert_eq!(all.target_tokens(), all.ids.len() - 1);
         assert!(!all.mask[0]);
+    }
+
+    /// Two assistant messages in a row: the template's boundary (an empty observation, `\n>`
+    /// here) separates them and carries no loss — never `ab|cd|`, which neither the template
+    /// nor a rollout produces.
+    #[test]
+    fn consecutive_assistant_turns_are_separated_by_the_templates_boundary() {
+        let line = r#"{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "ab"},
+            {"role": "assistant", "content": "cd", "weight": 0}, {"role": "assistant", "content": "ef"}]}"#;
+        let ex = parse_line(&line.replace('\n', " "), 1).unwrap();
+        let seq = render(&Chars, &ex, TrainOn::Assistant).unwrap();
+        assert_eq!(text(&seq, false), "[q]>...\n>cd|\n>...");
+        assert_eq!(text(&seq, true), "....ab|.......ef|");
     }
 }
