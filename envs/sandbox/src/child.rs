@@ -3,6 +3,8 @@
 //! user namespace when the trainer is not root), and it builds the job's root and fences
 //! itself in:
 //!
+//! 0. (where the host allows one) join the job's memory cgroup, then enter a new cgroup
+//!    namespace rooted there;
 //! 1. (user namespace) map the caller's uid/gid to 1000 inside;
 //! 2. make every mount private, mount a small tmpfs as the new root, `pivot_root` into it
 //!    with the old root at `/oldroot`;
@@ -52,6 +54,7 @@ pub enum Step {
     Privileges,
     Seccomp,
     Exec,
+    Cgroup,
 }
 
 impl Step {
@@ -77,6 +80,7 @@ impl Step {
             Privileges,
             Seccomp,
             Exec,
+            Cgroup,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -103,6 +107,7 @@ impl Step {
             Step::Privileges => "dropping privileges",
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the interpreter",
+            Step::Cgroup => "joining the job's memory cgroup",
         }
     }
 }
@@ -122,6 +127,14 @@ pub enum Op {
         path: CString,
         dir: bool,
         noexec: bool,
+    },
+    /// A host directory shown at another place (`src` under `/oldroot`): a read-only overlay
+    /// of it (and of an empty directory) whose layers are named by descriptor, so that
+    /// `/proc/self/mountinfo` shows neither where it lies on the host (a bind's root would)
+    /// nor the path it was mounted from. A bind where the kernel has no overlayfs.
+    Overlay {
+        src: CString,
+        path: CString,
     },
 }
 
@@ -152,6 +165,9 @@ pub struct ChildPlan<'a> {
     pub rlimits: [(i32, u64); 5],
     pub nproc: u64,
     pub seccomp: &'a [libc::sock_filter],
+    /// The job's memory cgroup (`cgroup.procs`, open for writing), joined first, after which
+    /// the child enters a new cgroup namespace; -1: none (the clone made the namespace).
+    pub cgroup: c_int,
 }
 
 /// The failure a child reports: the step, which entry (for `RootEntry`), the errno.
@@ -253,6 +269,13 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
     use Step::*;
     // SAFETY (whole block): system calls on prepared C strings, buffers and descriptors.
     unsafe {
+        // 0. The memory cgroup before anything is allocated, then a cgroup namespace rooted
+        //    at it (so the job sees `/`).
+        if plan.cgroup >= 0 {
+            crate::cgroup::join(plan.cgroup).map_err(|e| (Cgroup, 0, e))?;
+            libc::close(plan.cgroup);
+            check(libc::unshare(libc::CLONE_NEWCGROUP), Cgroup, 1)?;
+        }
         if let Identity::UserNs { uid_map, gid_map } = plan.identity {
             write_file(c"/proc/self/setgroups", b"deny", IdMap)?;
             write_file(c"/proc/self/gid_map", gid_map.to_bytes(), IdMap)?;
@@ -282,6 +305,8 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
                     check(if *dir { libc::mkdir(path.as_ptr(), 0o755) } else { touch(path, 0o644) }, RootEntry, i)?;
                     check(mount(Some(src), path, None, libc::MS_BIND, None), RootEntry, i)?;
                 }
+                // Mounted once /proc is there (its layers are named through /proc/self/fd).
+                Op::Overlay { path, .. } => check(libc::mkdir(path.as_ptr(), 0o755), RootEntry, i)?,
             }
         }
 
@@ -292,6 +317,11 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
         check(libc::symlink(c"/job".as_ptr(), c"/tmp".as_ptr()), RootEntry, u32::MAX)?;
         let fenced = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         check(mount(Some(c"proc"), c"/proc", Some(c"proc"), fenced, None), Proc, 0)?;
+        for (i, op) in plan.ops.iter().enumerate() {
+            if let Op::Overlay { src, path } = op {
+                overlay(src, path).map_err(|e| (RootEntry, i as u32, e))?;
+            }
+        }
         check(
             mount(Some(c"tmpfs"), c"/dev", Some(c"tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(c"size=4k,nr_inodes=16,mode=0755")),
             Dev,
@@ -371,6 +401,84 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
         check(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog, 0, 0), Seccomp, 0)?;
         libc::execve(plan.python.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
         Err((Exec, 0, errno()))
+    }
+}
+
+/// `src` read-only at `path` as an overlay whose lower layers are `src` and the root's
+/// still empty `/job`, both given as `/proc/self/fd/N` (the options are built on the stack:
+/// no allocation after `clone`); a read-only bind where the overlay is refused.
+unsafe fn overlay(src: &CStr, path: &CStr) -> Result<(), c_int> {
+    let dir = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: valid C strings; the descriptors are closed below.
+    let (lower, empty) = unsafe { (libc::open(src.as_ptr(), dir), libc::open(c"/job".as_ptr(), dir)) };
+    let result = if lower < 0 || empty < 0 {
+        Err(errno())
+    } else {
+        let mut opts = StackStr::<96>::new();
+        opts.push(b"ro,lowerdir=/proc/self/fd/");
+        opts.push_int(lower);
+        opts.push(b":/proc/self/fd/");
+        opts.push_int(empty);
+        match opts.as_cstr() {
+            Some(opts) if mount(Some(c"overlay"), path, Some(c"overlay"), libc::MS_RDONLY, Some(opts)) == 0 => Ok(()),
+            _ => {
+                if mount(Some(src), path, None, libc::MS_BIND, None) == 0 {
+                    Ok(())
+                } else {
+                    Err(errno())
+                }
+            }
+        }
+    };
+    // SAFETY: closing descriptors this function opened (a negative one is left alone).
+    unsafe {
+        for fd in [lower, empty] {
+            if fd >= 0 {
+                libc::close(fd);
+            }
+        }
+    }
+    result
+}
+
+/// A NUL-terminated string built in a fixed buffer (text that does not fit is dropped, and
+/// the result is then `None`).
+struct StackStr<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    overflow: bool,
+}
+
+impl<const N: usize> StackStr<N> {
+    fn new() -> Self {
+        Self { buf: [0; N], len: 0, overflow: false }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() >= N {
+            self.overflow = true;
+            return;
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn push_int(&mut self, mut n: c_int) {
+        let mut digits = [0u8; 12];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+
+    fn as_cstr(&self) -> Option<&CStr> {
+        if self.overflow { None } else { CStr::from_bytes_with_nul(&self.buf[..=self.len]).ok() }
     }
 }
 

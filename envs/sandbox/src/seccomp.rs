@@ -10,7 +10,10 @@
 //!   namespace flag fails with `EPERM`; `clone3` (whose flags a filter cannot read) with
 //!   `ENOSYS`, so libc falls back to `clone`.
 //!
-//! SysV IPC needs no rule: every job has its own IPC namespace.
+//! - SysV IPC, POSIX message queues and Linux AIO fail with `ENOSYS` ([`NOT_IMPLEMENTED`]):
+//!   their memory and counts are bounded host-wide or not at all, not by the job's rlimits;
+//! - `pidfd_getfd`, `process_madvise`, `kcmp`, fanotify, file handles, quotas, clocks,
+//!   swap, reboot and the like fail with `EPERM` ([`DENIED`]).
 
 use libc::sock_filter;
 
@@ -66,6 +69,85 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_init_module,
     libc::SYS_finit_module,
     libc::SYS_delete_module,
+    // A job's descriptors and memory are its own: no taking another process's descriptor
+    // (the Bash runner's report pipe), advising its memory or comparing its kernel objects.
+    libc::SYS_pidfd_getfd,
+    libc::SYS_process_madvise,
+    libc::SYS_kcmp,
+    // The host's filesystems, clocks, accounting and power: nothing a job may touch.
+    libc::SYS_fanotify_init,
+    libc::SYS_fanotify_mark,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_quotactl,
+    libc::SYS_quotactl_fd,
+    libc::SYS_acct,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_kexec_file_load,
+    libc::SYS_settimeofday,
+    libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime,
+    libc::SYS_adjtimex,
+    libc::SYS_syslog,
+    libc::SYS_vhangup,
+    libc::SYS_sethostname,
+    libc::SYS_setdomainname,
+    libc::SYS_lookup_dcookie,
+    // Unswappable memory outside the job's accounting.
+    libc::SYS_memfd_secret,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_iopl,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_ioperm,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_uselib,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_ustat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS__sysctl,
+];
+
+/// `io_pgetevents`, which the libc crate does not name.
+#[cfg(target_arch = "x86_64")]
+const SYS_IO_PGETEVENTS: libc::c_long = 333;
+#[cfg(target_arch = "aarch64")]
+const SYS_IO_PGETEVENTS: libc::c_long = 292;
+
+/// Kernel objects a job has no use for, whose limits are host-wide or outside its rlimits:
+/// `ENOSYS`, as a kernel without them answers, so libraries fall back.
+///
+/// - SysV shared memory, message queues and semaphores: a fresh IPC namespace starts with
+///   the kernel's unlimited `shmmax`/`shmall`, and segments outlive the process that
+///   detaches them, so one job could pin host memory beyond its `RLIMIT_AS`;
+/// - POSIX message queues (their memory is `RLIMIT_MSGQUEUE`, per user);
+/// - Linux AIO (`io_setup` reserves from the host-wide `fs.aio-max-nr`).
+const NOT_IMPLEMENTED: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+    libc::SYS_io_setup,
+    libc::SYS_io_destroy,
+    libc::SYS_io_submit,
+    libc::SYS_io_cancel,
+    libc::SYS_io_getevents,
+    SYS_IO_PGETEVENTS,
 ];
 
 const FAMILIES: [i32; 3] = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6];
@@ -98,6 +180,10 @@ pub fn filter() -> Vec<sock_filter> {
     for &nr in DENIED {
         p.push(jump(JEQ, nr as u32, 0, 1));
         p.push(stmt(RET, errno(libc::EPERM)));
+    }
+    for &nr in NOT_IMPLEMENTED {
+        p.push(jump(JEQ, nr as u32, 0, 1));
+        p.push(stmt(RET, errno(libc::ENOSYS)));
     }
     p.push(jump(JEQ, libc::SYS_clone3 as u32, 0, 1));
     p.push(stmt(RET, errno(libc::ENOSYS)));
@@ -175,6 +261,9 @@ mod tests {
     fn denied_calls_fail_and_the_rest_pass() {
         for &nr in DENIED {
             assert_eq!(check(nr, 0), errno(libc::EPERM), "{nr}");
+        }
+        for &nr in NOT_IMPLEMENTED {
+            assert_eq!(check(nr, 0), errno(libc::ENOSYS), "{nr}");
         }
         assert_eq!(check(libc::SYS_clone3, 0), errno(libc::ENOSYS));
         assert_eq!(check(libc::SYS_clone, libc::SIGCHLD), ALLOW, "a plain fork");
