@@ -18,11 +18,9 @@
 //! that cannot create cgroups (not root, no delegation, no memory controller) runs without;
 //! [`MemoryCgroups::discover`] says why, and the rlimits still bound each process.
 
-use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,14 +115,7 @@ impl MemoryCgroups {
                 }
             }
         }
-        let path = CString::new(job.dir.join("cgroup.procs").as_os_str().as_bytes()).map_err(io::Error::other)?;
-        // SAFETY: a valid C string; the descriptor is owned below.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor.
-        job.procs = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        job.procs = Some(fs::OpenOptions::new().write(true).open(job.dir.join("cgroup.procs"))?.into());
         Ok(job)
     }
 
@@ -261,15 +252,6 @@ fn remove_stale(ours: &Path) {
         }
         let _ = fs::remove_dir(entry.path());
     }
-}
-
-/// Write the calling process into the cgroup whose `cgroup.procs` is `fd` (the child's
-/// first step; a plain `write`, safe after `clone`).
-pub fn join(fd: libc::c_int) -> Result<(), libc::c_int> {
-    let zero = b"0";
-    // SAFETY: a valid buffer of its length.
-    let n = unsafe { libc::write(fd, zero.as_ptr().cast(), zero.len()) };
-    if n == zero.len() as isize { Ok(()) } else { Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)) }
 }
 
 #[cfg(test)]

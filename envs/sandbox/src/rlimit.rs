@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
+
+use nix::sys::resource::Resource;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,7 +19,7 @@ use crate::child::{ChildPlan, Identity, Op, Step};
 use crate::collect::collect;
 use crate::python::{find_python, interpreter_binds};
 use crate::root::{Entry, RootPlan};
-use crate::spawn::{SpawnError, pipe, set_nonblocking, spawn};
+use crate::spawn::{SpawnError, pipe, set_nonblocking, setup_done, spawn};
 
 /// How an [`RlimitSandbox`] is set up.
 #[derive(Clone, Debug)]
@@ -265,8 +267,7 @@ fn prepare(python: &Path, extra: &[PathBuf], with_shell: bool) -> Result<Prepare
         });
         op_paths.push(path.to_path_buf());
     }
-    // SAFETY: getuid/getgid/geteuid cannot fail.
-    let (euid, uid, gid) = unsafe { (libc::geteuid(), libc::getuid(), libc::getgid()) };
+    let (euid, uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let identity = (euid != 0).then(|| Identity::UserNs {
         uid_map: CString::new(format!("1000 {uid} 1\n")).expect("digits"),
         gid_map: CString::new(format!("1000 {gid} 1\n")).expect("digits"),
@@ -343,13 +344,13 @@ impl Sandbox for RlimitSandbox {
             }
             Err(_) => None,
         };
-        let cgroup_fd = cgroup.as_ref().and_then(|c| c.procs.as_ref()).map_or(-1, |fd| fd.as_raw_fd());
+        let cgroup_fd = cgroup.as_ref().and_then(|c| c.procs.as_ref()).map(|fd| fd.as_fd());
 
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
-        set_nonblocking(out_r.as_raw_fd())?;
-        set_nonblocking(err_r.as_raw_fd())?;
+        set_nonblocking(&out_r)?;
+        set_nonblocking(&err_r)?;
         let plan = ChildPlan {
             identity,
             ops: &p.ops,
@@ -361,15 +362,15 @@ impl Sandbox for RlimitSandbox {
             python: &p.python,
             argv: ptrs(&argv_c),
             envp: ptrs(&envp_c),
-            stdout: out_w.as_raw_fd(),
-            stderr: err_w.as_raw_fd(),
-            report: report_w.as_raw_fd(),
+            stdout: out_w.as_fd(),
+            stderr: err_w.as_fd(),
+            report: report_w.as_fd(),
             rlimits: [
-                (libc::RLIMIT_CPU as i32, limits.cpu_seconds.max(1)),
-                (libc::RLIMIT_AS as i32, limits.memory_bytes),
-                (libc::RLIMIT_FSIZE as i32, limits.file_size_bytes),
-                (libc::RLIMIT_CORE as i32, 0),
-                (libc::RLIMIT_NOFILE as i32, 64),
+                (Resource::RLIMIT_CPU, limits.cpu_seconds.max(1)),
+                (Resource::RLIMIT_AS, limits.memory_bytes),
+                (Resource::RLIMIT_FSIZE, limits.file_size_bytes),
+                (Resource::RLIMIT_CORE, 0),
+                (Resource::RLIMIT_NOFILE, 64),
             ],
             nproc,
             seccomp: &p.seccomp,
@@ -385,7 +386,11 @@ impl Sandbox for RlimitSandbox {
         }
 
         let start = Instant::now();
-        let child = match spawn(&plan, flags, report_r, vec![out_w, err_w, report_w]) {
+        // The child's ends of the pipes close here once it runs, so that the report pipe
+        // reads EOF when it execs and the output pipes when the job ends.
+        let started = spawn(&plan, flags);
+        drop((out_w, err_w, report_w));
+        let child = match started.and_then(|child| setup_done(child, report_r)) {
             Ok(child) => child,
             Err(SpawnError::Clone(errno)) => {
                 let why = match errno {

@@ -437,8 +437,10 @@ const ALLOWED: &[libc::c_long] = &[
 ];
 
 /// `io_pgetevents`, which the libc crate does not name.
+#[allow(dead_code)]
 #[cfg(target_arch = "x86_64")]
 const SYS_IO_PGETEVENTS: libc::c_long = 333;
+#[allow(dead_code)]
 #[cfg(target_arch = "aarch64")]
 const SYS_IO_PGETEVENTS: libc::c_long = 292;
 
@@ -451,6 +453,7 @@ const SYS_IO_PGETEVENTS: libc::c_long = 292;
 ///   detaches them, so one job could pin host memory beyond its `RLIMIT_AS`;
 /// - POSIX message queues (their memory is `RLIMIT_MSGQUEUE`, per user);
 /// - Linux AIO (`io_setup` reserves from the host-wide `fs.aio-max-nr`).
+#[allow(dead_code)]
 const NOT_IMPLEMENTED: &[libc::c_long] = &[
     libc::SYS_shmget,
     libc::SYS_shmat,
