@@ -399,17 +399,16 @@ impl ChatCodec for HfChatCodec {
     fn decode_transcript(&self, ids: &[u32]) -> Result<String, ChatError> {
         let added = self.inner.tokenizer.get_added_tokens_decoder();
         let mut text = String::new();
-        let mut run = Vec::new();
-        for &id in ids.iter().chain(std::iter::once(&u32::MAX)) {
-            if id != u32::MAX && !added.contains_key(&id) {
-                run.push(id);
-                continue;
-            }
+        // Runs of ordinary ids, each ended by a control id (the last run perhaps by none).
+        for chunk in ids.split_inclusive(|id| added.contains_key(id)) {
+            let (run, control) = match chunk.split_last() {
+                Some((last, run)) if added.contains_key(last) => (run, Some(*last)),
+                _ => (chunk, None),
+            };
             if !run.is_empty() {
-                text.push_str(&mark_lookalikes(&self.decode(&run)?, &self.inner.added));
-                run.clear();
+                text.push_str(&mark_lookalikes(&self.decode(run)?, &self.inner.added));
             }
-            if id != u32::MAX {
+            if let Some(id) = control {
                 text.push_str(&self.decode(&[id])?);
             }
         }

@@ -15,11 +15,12 @@
 //! `LANG`, a new session, every inherited descriptor but 0–2 closed, rlimits (CPU, address
 //! space, file size, no core files, 64 files, no processes), a fresh unprivileged uid per
 //! job when the trainer is root ([`uid`]: never repeated within a run), `PR_SET_PDEATHSIG`,
-//! `PR_SET_NO_NEW_PRIVS` and a seccomp filter ([`seccomp`]: socket families, io_uring,
-//! namespace, mount and keyring calls; SysV IPC, POSIX message queues and AIO, whose memory
-//! and counts no rlimit bounds; another process's descriptors). Where the host lets the
+//! `PR_SET_NO_NEW_PRIVS` and a seccomp allowlist ([`seccomp`]: the calls ordinary programs
+//! make; socket families, io_uring, namespace, mount and keyring calls, another process's
+//! descriptors denied; SysV IPC, POSIX message queues and AIO, whose memory and counts no
+//! rlimit bounds, and every call not on the list, not implemented). Where the host lets the
 //! trainer create cgroups (root with a memory controller: cgroup v1, or v2 with the
-//! controller delegated), each job also gets a memory cgroup of its own ([`cgroup`]: its
+//! controller delegated), each job of several processes also gets a memory cgroup of its own ([`cgroup`]: its
 //! address-space limit plus its tmpfs, no swap) that bounds all its processes together. A
 //! directory shown elsewhere than on the host (the shell root's pytest) is an overlay named
 //! by descriptor, so `/proc/self/mountinfo` shows no host path. The parent ([`collect`]) polls stdout, stderr and

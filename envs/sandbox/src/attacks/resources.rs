@@ -74,9 +74,11 @@ fn attack_many_processes_cannot_hold_more_memory_than_one_may() {
         eprintln!("skipping: no memory cgroup here ({why})");
         return;
     }
-    let code = "import os, time, sys\nsys.stdout.flush()\nkids = []\nfor i in range(5):\n    pid = os.fork()\n    if pid == 0:\n        b = b'x' * (160 << 20)\n        print('held', i, flush=True)\n        time.sleep(2)\n        os._exit(0)\n    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)\n";
-    let limits =
-        Limits { processes: 8, memory_bytes: 256 << 20, wall_timeout: Duration::from_secs(15), cpu_seconds: 10, ..Limits::default() };
+    // Each child holds its 160 MiB until a common moment, then says so: the ones alive then
+    // hold their memory at the same time (the kernel may kill any of them, the first ones
+    // included, when a later one allocates).
+    let code = "import os, time, sys\nsys.stdout.flush()\nat = time.time() + 3\nkids = []\nfor i in range(5):\n    pid = os.fork()\n    if pid == 0:\n        b = b'x' * (160 << 20)\n        time.sleep(max(0, at - time.time()))\n        print('held', i, len(b), flush=True)\n        os._exit(0)\n    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)\n";
+    let limits = Limits { processes: 8, memory_bytes: 256 << 20, wall_timeout: Duration::from_secs(15), cpu_seconds: 10, ..Limits::default() };
     let out = run_with(code, limits);
     let held = lines(&out).iter().filter(|l| l.starts_with("held")).count();
     assert!(held <= 2, "{held} processes held 160 MiB each at once: {out:?}");
@@ -90,7 +92,8 @@ fn the_memory_cgroup_is_the_jobs_own_and_goes_with_it() {
         eprintln!("skipping: no memory cgroup here");
         return;
     };
-    let out = run("print(open('/proc/self/cgroup').read().split())\n");
+    let limits = Limits { processes: 2, wall_timeout: Duration::from_secs(5), ..Limits::default() };
+    let out = run_with("print(open('/proc/self/cgroup').read().split())\n", limits);
     assert!(out.stdout.contains(":/'") && !out.stdout.contains("arl-sandbox"), "{out:?}");
     let dir = how.split("under ").nth(1).and_then(|d| d.split([',', ')']).next()).expect("a directory").to_string();
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("job-")).collect();
