@@ -78,7 +78,8 @@ fn attack_many_processes_cannot_hold_more_memory_than_one_may() {
     // hold their memory at the same time (the kernel may kill any of them, the first ones
     // included, when a later one allocates).
     let code = "import os, time, sys\nsys.stdout.flush()\nat = time.time() + 3\nkids = []\nfor i in range(5):\n    pid = os.fork()\n    if pid == 0:\n        b = b'x' * (160 << 20)\n        time.sleep(max(0, at - time.time()))\n        print('held', i, len(b), flush=True)\n        os._exit(0)\n    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)\n";
-    let limits = Limits { processes: 8, memory_bytes: 256 << 20, wall_timeout: Duration::from_secs(15), cpu_seconds: 10, ..Limits::default() };
+    let limits =
+        Limits { processes: 8, memory_bytes: 256 << 20, wall_timeout: Duration::from_secs(15), cpu_seconds: 10, ..Limits::default() };
     let out = run_with(code, limits);
     let held = lines(&out).iter().filter(|l| l.starts_with("held")).count();
     assert!(held <= 2, "{held} processes held 160 MiB each at once: {out:?}");
