@@ -203,8 +203,8 @@ fn add(a: &[u8], b: &[u8]) -> Vec<u8> {
 fn sub(big: &[u8], small: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(big.len());
     let mut borrow = 0i8;
-    for i in 0..big.len() {
-        let mut d = big[i] as i8 - *small.get(i).unwrap_or(&0) as i8 - borrow;
+    for (i, &b) in big.iter().enumerate() {
+        let mut d = b as i8 - *small.get(i).unwrap_or(&0) as i8 - borrow;
         borrow = 0;
         if d < 0 {
             d += 10;
