@@ -18,9 +18,11 @@ done
 python3 - "$out" <<'PY'
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-for key in ["trivial_jobs_per_s", "grade_jobs_per_s"]:
-    b = {r["pair"]: r["row"][key] for r in rows if r["binary"] == "before"}
-    a = {r["pair"]: r["row"][key] for r in rows if r["binary"] == "after"}
+for key in ["trivial_jobs_per_s", "grade_jobs_per_s", "shell_calls_per_s"]:
+    b = {r["pair"]: r["row"][key] for r in rows if r["binary"] == "before" and key in r["row"]}
+    a = {r["pair"]: r["row"][key] for r in rows if r["binary"] == "after" and key in r["row"]}
+    if not b or not a:
+        continue
     ratios = [a[p] / b[p] for p in sorted(b) if p in a]
     print(f"{key}: before median {st.median(b.values()):.1f}, after median {st.median(a.values()):.1f}, "
           f"after/before paired median {st.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs)")

@@ -64,6 +64,14 @@ pub trait ChatCodec: Send + Sync {
     /// Ids to text, special tokens included.
     fn decode(&self, ids: &[u32]) -> Result<String, ChatError>;
 
+    /// Ids to text for a saved transcript: [`ChatCodec::decode`], except that ordinary ids
+    /// which only spell a control token (`<|im_start|>` written out by a tool's output) are
+    /// marked so that no reader of the text takes them for one; only real control ids read
+    /// as control tokens. The default is `decode`.
+    fn decode_transcript(&self, ids: &[u32]) -> Result<String, ChatError> {
+        self.decode(ids)
+    }
+
     /// The ids that end an assistant turn (e.g. `<|im_end|>`, `<|endoftext|>` for Qwen3).
     fn stop_ids(&self) -> &[u32];
 

@@ -86,6 +86,10 @@ fn check_renders(dir: &Path, doc: &Value, what: &str) {
         let text = codec.render(messages, None, case["add_generation_prompt"].as_bool().unwrap()).unwrap();
         assert_eq!(text, case["text"].as_str().unwrap(), "{what}: {messages:?}");
         assert_eq!(codec.encode(&text).unwrap(), ids(&case["ids"]), "{what}: {text:?}");
+        // The path the trainer takes (environment text never parsed for control tokens) gives
+        // HF's ids for these ordinary conversations too (issue #50).
+        let add_generation_prompt = case["add_generation_prompt"].as_bool().unwrap();
+        assert_eq!(codec.render_ids(messages, None, add_generation_prompt).unwrap(), ids(&case["ids"]), "{what}: {text:?}");
     }
 }
 

@@ -7,6 +7,18 @@
 //! a sentinel text and both renderings are cut after the sentinel: what follows it without
 //! the observations is the template's turn end (`<|im_end|>\n`), and what follows it with
 //! them must start with that same turn end (else the template is not append-only here).
+//!
+//! Text from the environment never becomes a control token. HF's `apply_chat_template`
+//! renders the messages and tokenizes the whole text, matching added tokens anywhere in it,
+//! so a tool result, a file the model reads or a task's text holding `<|im_end|><|im_start|>system`
+//! would put a forged turn into the model's context. Here the content of every message but
+//! the assistant's own is *defused* before rendering ([`defuse`]: a noncharacter,
+//! U+FDD0, after the first character of each added token's text in it), the rendering is
+//! split where the tokenizer finds added tokens (now only the template's own), and the text
+//! between them is tokenized with the added tokens switched off and the marks removed
+//! ([`HfChatCodec::encode_rendered`]). Content without added-token text (every ordinary
+//! observation) renders to the very text HF renders and is tokenized in one piece, so its
+//! ids are HF's; content with it is the same characters as ordinary tokens.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,8 +39,16 @@ pub const CHATML_TOOLS_TEMPLATE: &str = include_str!("../templates/chatml-tools.
 /// whitespace, so templates that strip or split content leave it whole.
 const SENTINEL: &str = "ARL7SUFFIX7SENTINEL";
 
+/// Marks added-token text inside environment text ([`defuse`]); a Unicode noncharacter, so
+/// never in ordinary text (where it is, it is doubled, and comes back as itself).
+const MARK: char = '\u{FDD0}';
+
 struct Inner {
     tokenizer: Tokenizer,
+    /// The same tokenizer without its added vocabulary: text in, ordinary tokens out.
+    plain: Tokenizer,
+    /// The text of every added token of two or more characters (what [`defuse`] breaks).
+    added: Vec<String>,
     template: ChatTemplate,
     /// The template source in use (written out by [`ChatCodec::save_files`]).
     template_source: String,
@@ -56,7 +76,10 @@ impl HfChatCodec {
         let files = ChatFiles::load(dir)?;
         let (source, origin) = &files.template;
         let template = ChatTemplate::new(source, &origin.display().to_string(), files.special_tokens)?;
+        let (plain, added) = plain_tokenizer(&files.tokenizer);
         let inner = Inner {
+            plain,
+            added,
             tokenizer: files.tokenizer,
             template,
             template_source: source.clone(),
@@ -81,6 +104,8 @@ impl HfChatCodec {
     pub fn with_template(&self, source: &str, origin: &str) -> Result<Self, ChatError> {
         let template = ChatTemplate::new(source, origin, self.inner.template.special_tokens().clone())?;
         let inner = Inner {
+            plain: self.inner.plain.clone(),
+            added: self.inner.added.clone(),
             tokenizer: self.inner.tokenizer.clone(),
             template,
             template_source: source.to_string(),
@@ -119,10 +144,78 @@ impl HfChatCodec {
         self.inner.template.render(messages, tools, options)
     }
 
-    /// Text to ids, no special tokens added (as `apply_chat_template(tokenize=True)`).
+    /// Text to ids, no special tokens added, added tokens matched anywhere (as
+    /// `apply_chat_template(tokenize=True)` tokenizes its rendering): for trusted text only.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ChatError> {
         let encoding = self.inner.tokenizer.encode(text, false).map_err(|e| ChatError::Tokenizer(e.to_string()))?;
         Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Text to ids with no added token at all: every character an ordinary token, as the
+    /// tokenizer splits text between added tokens.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>, ChatError> {
+        let encoding = self.inner.plain.encode(text, false).map_err(|e| ChatError::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// A rendering of [`defused`](defuse) messages to ids: added tokens where the tokenizer
+    /// finds them (the template's own), the text between them tokenized plainly with the
+    /// marks removed. Without marks this is exactly [`HfChatCodec::encode`].
+    pub fn encode_rendered(&self, text: &str) -> Result<Vec<u32>, ChatError> {
+        if !text.contains(MARK) {
+            return self.encode(text);
+        }
+        let encoding = self.inner.tokenizer.encode(text, false).map_err(|e| ChatError::Tokenizer(e.to_string()))?;
+        let added = self.inner.tokenizer.get_added_tokens_decoder();
+        let mut ids = Vec::new();
+        let mut at = 0;
+        for (&id, &(start, end)) in encoding.get_ids().iter().zip(encoding.get_offsets()) {
+            if !added.contains_key(&id) {
+                continue;
+            }
+            let gap =
+                text.get(at..start).ok_or_else(|| ChatError::Tokenizer(format!("added token offsets {start}..{end} out of order")))?;
+            ids.extend(self.encode_plain(&undefuse(gap))?);
+            ids.push(id);
+            at = end;
+        }
+        ids.extend(self.encode_plain(&undefuse(&text[at..]))?);
+        Ok(ids)
+    }
+
+    /// The template's text for `messages` with the environment's text [defused](defuse):
+    /// what [`HfChatCodec::encode_rendered`] tokenizes.
+    fn render_defused(&self, messages: &[Message], tools: &[ToolSchema], add_generation_prompt: bool) -> Result<String, ChatError> {
+        let tools = tools_json(tools);
+        self.render(&self.defuse_messages(messages_json(messages)), tools.as_deref(), add_generation_prompt)
+    }
+
+    /// HF-shaped messages with the content of every message but the assistant's
+    /// [defused](defuse). The assistant's own text may hold tokens (it is the model's): only
+    /// a mark in it is escaped, so that it comes back as itself.
+    pub fn defuse_messages(&self, mut messages: Vec<Json>) -> Vec<Json> {
+        for m in &mut messages {
+            let added: &[String] = if m.get("role").and_then(Json::as_str) == Some("assistant") { &[] } else { &self.inner.added };
+            if let Some(Json::String(content)) = m.get_mut("content")
+                && let std::borrow::Cow::Owned(d) = defuse(content, added)
+            {
+                *content = d;
+            }
+        }
+        messages
+    }
+
+    /// The ids of HF-shaped `messages` as the model sees them: the template's rendering, the
+    /// environment's text never parsed for control tokens. For ordinary text, the ids of
+    /// `apply_chat_template(messages, tools, tokenize=True)`.
+    pub fn render_ids(&self, messages: &[Json], tools: Option<&[Json]>, add_generation_prompt: bool) -> Result<Vec<u32>, ChatError> {
+        self.encode_rendered(&self.render(&self.defuse_messages(messages.to_vec()), tools, add_generation_prompt)?)
+    }
+
+    /// The ids of a whole conversation as the model sees it: the template's rendering with
+    /// the environment's text never parsed for control tokens.
+    pub fn conversation_ids(&self, messages: &[Message], tools: &[ToolSchema], add_generation_prompt: bool) -> Result<Vec<u32>, ChatError> {
+        self.encode_rendered(&self.render_defused(messages, tools, add_generation_prompt)?)
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
@@ -150,10 +243,10 @@ impl HfChatCodec {
             _ => return Err(ChatError::NotAppendOnly("observations must follow an assistant turn".into())),
         }
         let tools = tools_json(tools);
-        let mut messages = messages_json(&history[..history.len() - 1]);
+        let mut messages = self.defuse_messages(messages_json(&history[..history.len() - 1]));
         messages.push(serde_json::json!({"role": "assistant", "content": SENTINEL}));
         let without = self.render(&messages, tools.as_deref(), false)?;
-        messages.extend(messages_json(observations));
+        messages.extend(self.defuse_messages(messages_json(observations)));
         let with = self.render(&messages, tools.as_deref(), true)?;
         let turn_end = after_sentinel(&without)?;
         let tail = after_sentinel(&with)?;
@@ -175,10 +268,10 @@ impl HfChatCodec {
     /// the template's rendering of the turn after the generation prompt, up to and including
     /// the stop token (what a rollout's sampler produces for that turn, token-in/token-out).
     pub fn assistant_turn_ids(&self, history: &[Message], tools: &[ToolSchema], assistant: &Message) -> Result<Vec<u32>, ChatError> {
-        let before = self.render_typed(history, tools, true)?;
+        let before = self.render_defused(history, tools, true)?;
         let mut with = history.to_vec();
         with.push(assistant.clone());
-        let after = self.render_typed(&with, tools, false)?;
+        let after = self.render_defused(&with, tools, false)?;
         let Some(body) = after.strip_prefix(&before) else {
             let at =
                 before.char_indices().zip(after.chars()).find(|((_, a), b)| a != b).map_or(before.len().min(after.len()), |((i, _), _)| i);
@@ -196,10 +289,74 @@ impl HfChatCodec {
             .filter_map(|&id| Some((body.find(&self.decode(&[id]).ok()?)?, id)))
             .min()
             .ok_or_else(|| ChatError::NotAppendOnly(format!("the template ends an assistant turn without a stop token: {body:?}")))?;
-        let mut ids = self.encode(&body[..cut])?;
+        let mut ids = self.encode_rendered(&body[..cut])?;
         ids.push(stop);
         Ok(ids)
     }
+}
+
+/// The tokenizer without its added vocabulary, and the added tokens' texts that [`defuse`]
+/// breaks (a one-character token cannot be broken by a mark; none of the chat models has one).
+fn plain_tokenizer(tokenizer: &Tokenizer) -> (Tokenizer, Vec<String>) {
+    let mut plain = tokenizer.clone();
+    plain.with_added_vocabulary(tokenizers::AddedVocabulary::new());
+    let mut added: Vec<String> =
+        tokenizer.get_added_tokens_decoder().into_values().map(|t| t.content).filter(|c| c.chars().count() > 1).collect();
+    added.sort();
+    added.dedup();
+    (plain, added)
+}
+
+/// `text` with [`MARK`] after the first character of every occurrence of an added token's
+/// text in it (and every `MARK` already in it doubled), so no added token matches it;
+/// borrowed when there is nothing to mark, so ordinary text renders exactly as HF renders it.
+/// [`undefuse`] takes the marks out again.
+pub fn defuse<'a>(text: &'a str, added: &[String]) -> std::borrow::Cow<'a, str> {
+    let hit = |at: &str| added.iter().any(|t| at.starts_with(t.as_str()));
+    if !text.contains(MARK) && !added.iter().any(|t| text.contains(t.as_str())) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, ch) in text.char_indices() {
+        out.push(ch);
+        if ch == MARK || hit(&text[i..]) {
+            out.push(MARK);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Decoded ordinary text with a zero-width space after the first character of every added
+/// token's text in it: what a transcript shows of text that spells a control token.
+fn mark_lookalikes(text: &str, added: &[String]) -> String {
+    if !added.iter().any(|t| text.contains(t.as_str())) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, ch) in text.char_indices() {
+        out.push(ch);
+        if added.iter().any(|t| text[i..].starts_with(t.as_str())) {
+            out.push('\u{200B}');
+        }
+    }
+    out
+}
+
+/// The text [`defuse`] marked, as it was: a doubled mark is one, a single one goes.
+pub fn undefuse(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch == MARK {
+            if chars.peek() == Some(&MARK) {
+                chars.next();
+                out.push(MARK);
+            }
+            continue;
+        }
+        out.push(ch);
+    }
+    out
 }
 
 fn after_sentinel(text: &str) -> Result<&str, ChatError> {
@@ -221,7 +378,7 @@ pub fn tools_json(tools: &[ToolSchema]) -> Option<Vec<Json>> {
 
 impl ChatCodec for HfChatCodec {
     fn prompt_ids(&self, messages: &[Message], tools: &[ToolSchema]) -> Result<Vec<u32>, ChatError> {
-        self.encode(&self.render_typed(messages, tools, true)?)
+        self.conversation_ids(messages, tools, true)
     }
 
     fn observation_ids(
@@ -232,11 +389,30 @@ impl ChatCodec for HfChatCodec {
         stop: Option<u32>,
     ) -> Result<Vec<u32>, ChatError> {
         let stop_text = stop.map(|id| self.decode(&[id])).transpose()?;
-        self.encode(&self.observation_text(history, observations, tools, stop_text.as_deref())?)
+        self.encode_rendered(&self.observation_text(history, observations, tools, stop_text.as_deref())?)
     }
 
     fn decode(&self, ids: &[u32]) -> Result<String, ChatError> {
         self.inner.tokenizer.decode(ids, false).map_err(|e| ChatError::Tokenizer(e.to_string()))
+    }
+
+    fn decode_transcript(&self, ids: &[u32]) -> Result<String, ChatError> {
+        let added = self.inner.tokenizer.get_added_tokens_decoder();
+        let mut text = String::new();
+        // Runs of ordinary ids, each ended by a control id (the last run perhaps by none).
+        for chunk in ids.split_inclusive(|id| added.contains_key(id)) {
+            let (run, control) = match chunk.split_last() {
+                Some((last, run)) if added.contains_key(last) => (run, Some(*last)),
+                _ => (chunk, None),
+            };
+            if !run.is_empty() {
+                text.push_str(&mark_lookalikes(&self.decode(run)?, &self.inner.added));
+            }
+            if let Some(id) = control {
+                text.push_str(&self.decode(&[id])?);
+            }
+        }
+        Ok(text)
     }
 
     fn stop_ids(&self) -> &[u32] {

@@ -1,7 +1,10 @@
 //! The GGUF container (llama.cpp's `gguf.md`, versions 2 and 3): a header, typed metadata
 //! key–value pairs, tensor descriptors, then the aligned tensor data. Every length and offset
 //! is checked against the file, so a truncated or corrupt file is an error naming what is
-//! wrong, never a panic or a short read.
+//! wrong, never a panic or a short read; and every count, length and nesting depth is checked
+//! against the bytes left in the file and a limit *before* anything is allocated for it, so a
+//! hostile header costs at most a bounded multiple of the file's size (never a reservation
+//! of gigabytes, never a stack overflow).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -15,6 +18,15 @@ const MAGIC: &[u8; 4] = b"GGUF";
 /// Strings and arrays longer than this are taken for corruption (a real vocabulary has
 /// ~10^5–10^6 entries; its strings are short).
 const MAX_LEN: u64 = 1 << 28;
+/// Array elements in all of the metadata at most (each is a [`Value`], 32 bytes in memory,
+/// for as little as one byte of file): 8 M, 256 MiB; real files hold ~10^6.
+const MAX_ELEMENTS: u64 = 1 << 23;
+/// Arrays of arrays nest at most this deep (llama.cpp writes none).
+const MAX_DEPTH: u32 = 8;
+/// The fewest bytes one metadata pair (key length, one-byte key, type, one-byte value) and
+/// one tensor descriptor (name length, dimension count, type, offset) take in the file.
+const MIN_PAIR_BYTES: u64 = 8 + 1 + 4 + 1;
+const MIN_TENSOR_BYTES: u64 = 8 + 4 + 4 + 8;
 
 /// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,7 +135,7 @@ impl GgufFile {
         let io = |e: std::io::Error| GgufError::Io { path: path.to_path_buf(), source: e };
         let file = File::open(path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
-        let mut r = Reader { inner: BufReader::new(file.try_clone().map_err(io)?), path };
+        let mut r = Reader { inner: BufReader::new(file.try_clone().map_err(io)?), path, file_len, at: 0, elements: 0 };
 
         let mut magic = [0u8; 4];
         r.bytes(&mut magic)?;
@@ -140,13 +152,15 @@ impl GgufFile {
         }
         let n_tensors = r.len("tensor count")?;
         let n_kv = r.len("metadata count")?;
+        r.fits("the metadata", n_kv, MIN_PAIR_BYTES)?;
         let mut metadata = BTreeMap::new();
         for _ in 0..n_kv {
             let key = r.string()?;
             let ty = r.u32()?;
-            let value = r.value(ty)?;
+            let value = r.value(ty, 0)?;
             metadata.insert(key, value);
         }
+        r.fits("the tensor table", n_tensors, MIN_TENSOR_BYTES)?;
         let mut descriptors = Vec::with_capacity(n_tensors as usize);
         for _ in 0..n_tensors {
             let name = r.string()?;
@@ -224,6 +238,23 @@ impl GgufFile {
 struct Reader<'a> {
     inner: BufReader<File>,
     path: &'a Path,
+    file_len: u64,
+    /// Bytes read so far.
+    at: u64,
+    /// Array elements read so far ([`MAX_ELEMENTS`]).
+    elements: u64,
+}
+
+/// The fewest bytes a metadata value of type `ty` takes in the file.
+fn min_bytes(ty: u32) -> u64 {
+    match ty {
+        0 | 1 | 7 => 1,
+        2 | 3 => 2,
+        4..=6 => 4,
+        8 => 8,
+        9 => 4 + 8,
+        _ => 8,
+    }
 }
 
 impl Reader<'_> {
@@ -235,7 +266,22 @@ impl Reader<'_> {
         self.inner.stream_position().map_err(|e| GgufError::Io { path: self.path.to_path_buf(), source: e })
     }
 
+    /// `n` items of at least `each` bytes fit in what is left of the file: a count checked
+    /// before anything is allocated for it.
+    fn fits(&self, what: &str, n: u64, each: u64) -> Result<(), GgufError> {
+        let left = self.file_len.saturating_sub(self.at);
+        if n.checked_mul(each).is_none_or(|need| need > left) {
+            return Err(GgufError::Truncated {
+                path: self.path.to_path_buf(),
+                what: format!("{what} ({n} entries of at least {each} bytes, {left} bytes left)"),
+                file_len: self.file_len,
+            });
+        }
+        Ok(())
+    }
+
     fn bytes(&mut self, buf: &mut [u8]) -> Result<(), GgufError> {
+        self.at += buf.len() as u64;
         self.inner.read_exact(buf).map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => GgufError::Truncated {
                 path: self.path.to_path_buf(),
@@ -270,13 +316,15 @@ impl Reader<'_> {
     }
 
     fn string(&mut self) -> Result<String, GgufError> {
-        let n = self.len("string length")? as usize;
-        let mut buf = vec![0u8; n];
+        let n = self.len("string length")?;
+        self.fits("a string", n, 1)?;
+        let mut buf = vec![0u8; n as usize];
         self.bytes(&mut buf)?;
         String::from_utf8(buf).map_err(|e| self.corrupt(format!("a string is not UTF-8: {e}")))
     }
 
-    fn value(&mut self, ty: u32) -> Result<Value, GgufError> {
+    /// A value of type `ty`, inside `depth` arrays.
+    fn value(&mut self, ty: u32, depth: u32) -> Result<Value, GgufError> {
         Ok(match ty {
             0 => Value::U8(u8::from_le_bytes(self.array()?)),
             1 => Value::I8(i8::from_le_bytes(self.array()?)),
@@ -292,11 +340,19 @@ impl Reader<'_> {
             },
             8 => Value::String(self.string()?),
             9 => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.corrupt(format!("metadata arrays nest deeper than {MAX_DEPTH}")));
+                }
                 let item_ty = self.u32()?;
                 let n = self.len("array length")?;
-                let mut items = Vec::with_capacity(n.min(1 << 20) as usize);
+                self.fits("an array", n, min_bytes(item_ty))?;
+                self.elements += n;
+                if self.elements > MAX_ELEMENTS {
+                    return Err(self.corrupt(format!("the metadata's arrays hold more than {MAX_ELEMENTS} elements")));
+                }
+                let mut items = Vec::with_capacity(n as usize);
                 for _ in 0..n {
-                    items.push(self.value(item_ty)?);
+                    items.push(self.value(item_ty, depth + 1)?);
                 }
                 Value::Array(items)
             }
@@ -305,5 +361,115 @@ impl Reader<'_> {
             12 => Value::F64(f64::from_le_bytes(self.array()?)),
             other => return Err(self.corrupt(format!("unknown metadata value type {other}"))),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::path::Path;
+    use std::process::Command;
+
+    use super::GgufFile;
+
+    /// The GGUF v3 header: magic, version, tensor count, metadata count.
+    fn header(n_tensors: u64, n_kv: u64) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(n_tensors.to_le_bytes());
+        b.extend(n_kv.to_le_bytes());
+        b
+    }
+
+    /// A metadata key followed by a value's type.
+    fn key(b: &mut Vec<u8>, name: &str, ty: u32) {
+        b.extend((name.len() as u64).to_le_bytes());
+        b.extend(name.as_bytes());
+        b.extend(ty.to_le_bytes());
+    }
+
+    /// Files `arl convert` once aborted on (issue #50), with what the error must say.
+    const HOSTILE: [(&str, &str); 6] = [
+        ("deep.gguf", "nest deeper than 8"),
+        ("tensors.gguf", "the tensor table (268435456 entries"),
+        ("pairs.gguf", "the metadata (268435456 entries"),
+        ("bytes.gguf", "more than 8388608 elements"),
+        ("string.gguf", "a string (268435455 entries"),
+        ("array.gguf", "an array (1000000 entries of at least 8 bytes"),
+    ];
+
+    fn write_hostile(dir: &Path) {
+        let write = |name: &str, bytes: Vec<u8>| std::fs::write(dir.join(name), bytes).unwrap();
+        // Arrays of arrays 200 000 deep: the recursion overflowed the stack.
+        let mut b = header(0, 1);
+        key(&mut b, "deep", 9);
+        for _ in 0..200_000 {
+            b.extend(9u32.to_le_bytes());
+            b.extend(1u64.to_le_bytes());
+        }
+        b.extend(0u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        write("deep.gguf", b);
+        // 2^28 tensors in a 24-byte file: 16 GiB reserved before any was read.
+        write("tensors.gguf", header(1 << 28, 0));
+        // As many metadata pairs.
+        write("pairs.gguf", header(0, 1 << 28));
+        // A 64 MiB u8 array: 2.2 GB of values before its error.
+        let mut b = header(0, 1);
+        key(&mut b, "bytes", 9);
+        b.extend(0u32.to_le_bytes());
+        b.extend((64u64 << 20).to_le_bytes());
+        b.resize(b.len() + (64 << 20), 0);
+        write("bytes.gguf", b);
+        // A string of 2^28 - 1 bytes in a small file.
+        let mut b = header(0, 1);
+        key(&mut b, "s", 8);
+        b.extend(((1u64 << 28) - 1).to_le_bytes());
+        b.extend(b"short");
+        write("string.gguf", b);
+        // An array whose length needs more bytes than are left.
+        let mut b = header(0, 1);
+        key(&mut b, "a", 9);
+        b.extend(8u32.to_le_bytes());
+        b.extend(1_000_000u64.to_le_bytes());
+        write("array.gguf", b);
+    }
+
+    /// Issue #50: every hostile header is a one-line error, in a process whose address space
+    /// is 1 GiB and whose threads have the default 2 MiB stack (the old reader overflowed the
+    /// stack, reserved 16 GiB, or grew to 2.2 GB, and aborted).
+    #[test]
+    fn hostile_headers_are_one_line_errors_in_bounded_memory() {
+        let dir = std::env::temp_dir().join(format!("arl-gguf-hostile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_hostile(&dir);
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "file::tests::hostile_headers_in_this_process", "--include-ignored", "--nocapture", "--test-threads", "1"])
+            .env("ARL_GGUF_HOSTILE_DIR", &dir);
+        // SAFETY: setrlimit between fork and exec touches nothing of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit { rlim_cur: 1 << 30, rlim_max: 1 << 30 };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "{:?}\n{text}", out.status);
+    }
+
+    #[test]
+    #[ignore = "run by hostile_headers_are_one_line_errors_in_bounded_memory, with an address-space limit"]
+    fn hostile_headers_in_this_process() {
+        let dir = std::path::PathBuf::from(std::env::var_os("ARL_GGUF_HOSTILE_DIR").expect("the hostile files' directory"));
+        for (name, says) in HOSTILE {
+            let err = GgufFile::open(&dir.join(name)).err().unwrap_or_else(|| panic!("{name} opened")).to_string();
+            eprintln!("{name}: {err}");
+            assert!(!err.contains('\n') && err.contains(says), "{name}: {err}");
+        }
     }
 }

@@ -123,7 +123,7 @@ pub fn evaluate_split(
     let mut transcripts = Vec::new();
     for (g, t) in tasks.iter().enumerate() {
         if let Some(e) = episodes.iter().find(|e| e.group == g) {
-            transcripts.push(Transcript { task_id: t.id.clone(), reward: e.reward, text: codec.decode(&e.ids)? });
+            transcripts.push(Transcript { task_id: t.id.clone(), reward: e.reward, text: codec.decode_transcript(&e.ids)? });
         }
     }
     let mut tool_stats = BTreeMap::new();

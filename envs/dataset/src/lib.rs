@@ -16,6 +16,7 @@
 //! ```
 
 pub mod data;
+pub mod decimal;
 pub mod reward;
 
 use std::path::PathBuf;
@@ -48,7 +49,8 @@ pub struct DatasetOptions {
     /// A system message put before each `prompt` line (not before `messages` lines).
     #[serde(default)]
     pub system: Option<String>,
-    /// `numeric`: the largest absolute difference that still counts as equal.
+    /// `numeric`: the largest absolute difference that still counts as equal; 0 (the
+    /// default): the numbers must be equal, exactly, at any size.
     #[serde(default = "default_tolerance")]
     pub tolerance: f64,
     /// `regex`: the pattern; capture group 1 (else the whole match) is the reply's answer.
@@ -69,7 +71,7 @@ fn default_heldout_frac() -> f64 {
     0.2
 }
 fn default_tolerance() -> f64 {
-    1e-6
+    0.0
 }
 fn default_true() -> bool {
     true

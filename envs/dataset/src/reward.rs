@@ -7,18 +7,23 @@
 //! |---|---|---|
 //! | `exact` | the whole reply, trimmed | identical (`case_sensitive = false`: up to case) |
 //! | `hash` | the text after the last `####` (GSM8K), first line, trimmed | identical after number normalization |
-//! | `numeric` | the last number in the reply | within `tolerance` (absolute) of the answer |
+//! | `numeric` | the last number in the reply | equal to the answer's last number (or within `tolerance`, absolute, when one is set) |
 //! | `regex` | capture group 1 (else the match) of the first match of `pattern` | identical after number normalization |
 //! | `boxed` | the content of the last `\boxed{…}` (braces balanced) | identical after number normalization |
 //!
-//! Number normalization: `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, a trailing `.` dropped;
-//! text that is not a number is compared as it is, trimmed.
+//! Number normalization: `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, `2e3` → `2000`, a
+//! trailing `.` dropped; text that is not a number is compared as it is, trimmed. Numbers are
+//! compared exactly, whatever their size ([`crate::decimal`]): `18446744073709551617` is not
+//! `18446744073709551616`, and `0.30000000000000004` is not `0.3` unless a `tolerance` says so.
 
 use regex::Regex;
+
+use crate::decimal::Decimal;
 
 /// Settings the reward functions read (`[env.options]`).
 #[derive(Debug, Clone)]
 pub struct RewardSettings {
+    /// `numeric`: the largest absolute difference that counts as equal; 0: exactly equal.
     pub tolerance: f64,
     pub pattern: Option<Regex>,
     pub case_sensitive: bool,
@@ -59,15 +64,13 @@ fn score(equal: bool) -> f64 {
     if equal { 1.0 } else { 0.0 }
 }
 
-/// `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, `-0` → `0`; other text trimmed.
+/// `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, `-0` → `0`, exactly at any size; other
+/// text trimmed.
 pub fn normalize(s: &str) -> String {
     let t = s.trim().trim_end_matches('.').replace(',', "");
-    match t.parse::<f64>() {
-        Ok(x) if x.is_finite() && t.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c)) => {
-            let x = if x == 0.0 { 0.0 } else { x };
-            format!("{x}")
-        }
-        _ => s.trim().to_string(),
+    match Decimal::parse(&t) {
+        Some(x) => x.to_plain(),
+        None => s.trim().to_string(),
     }
 }
 
@@ -86,16 +89,21 @@ fn hash(reply: &str, answer: &str, _: &RewardSettings) -> f64 {
     score(after_hashes(reply).is_some_and(|x| !x.is_empty() && normalize(x) == normalize(answer)))
 }
 
-/// Every number in the text, in order (`-3`, `1,234.5`, `2e-3`).
-fn numbers(text: &str) -> Vec<f64> {
+/// Every number in the text, in order (`-3`, `1,234.5`, `2e-3`), exactly.
+fn numbers(text: &str) -> Vec<Decimal> {
     static NUMBER: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     let re = NUMBER.get_or_init(|| Regex::new(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?").expect("number regex"));
-    re.find_iter(text).filter_map(|m| m.as_str().replace(',', "").parse().ok()).collect()
+    re.find_iter(text).filter_map(|m| Decimal::parse(&m.as_str().replace(',', ""))).collect()
 }
 
 fn numeric(reply: &str, answer: &str, s: &RewardSettings) -> f64 {
-    let Some(&want) = numbers(answer).last() else { return 0.0 };
-    score(numbers(reply).last().is_some_and(|got| (got - want).abs() <= s.tolerance))
+    let Some(want) = numbers(answer).pop() else { return 0.0 };
+    let Some(got) = numbers(reply).pop() else { return 0.0 };
+    if s.tolerance == 0.0 {
+        return score(got == want);
+    }
+    let tolerance = Decimal::from_f64(s.tolerance).unwrap_or_else(|| Decimal::parse("0").expect("zero"));
+    score(got.within(&want, &tolerance))
 }
 
 fn regex(reply: &str, answer: &str, s: &RewardSettings) -> f64 {
@@ -138,7 +146,7 @@ mod tests {
     use super::*;
 
     fn settings() -> RewardSettings {
-        RewardSettings { tolerance: 1e-6, pattern: None, case_sensitive: true }
+        RewardSettings { tolerance: 0.0, pattern: None, case_sensitive: true }
     }
 
     fn r(name: &str, reply: &str, answer: &str, s: &RewardSettings) -> f64 {
@@ -177,6 +185,36 @@ mod tests {
         assert_eq!(normalize("-0"), "0");
         assert_eq!(normalize("x = 2"), "x = 2");
         assert_eq!(normalize("inf"), "inf", "not a number, compared as text");
+    }
+
+    /// Issue #50: `numeric` and `hash` compared as f64, so a reply of 2^64 earned 1 for an
+    /// answer of 2^64 + 1. Integers and decimals compare exactly; tolerance only where set.
+    #[test]
+    fn numbers_compare_exactly_at_any_size() {
+        let s = settings();
+        let (p64, p64_1) = ("18446744073709551616", "18446744073709551617");
+        for name in ["numeric", "hash", "boxed"] {
+            let reply = |x: &str| match name {
+                "hash" => format!("#### {x}"),
+                "boxed" => format!("\\boxed{{{x}}}"),
+                _ => format!("it is {x}"),
+            };
+            assert_eq!(r(name, &reply(p64), p64_1, &s), 0.0, "{name}: 2^64 for 2^64 + 1");
+            assert_eq!(r(name, &reply(p64_1), p64_1, &s), 1.0, "{name}");
+            assert_eq!(r(name, &reply("0.30000000000000004"), "0.3", &s), 0.0, "{name}");
+            assert_eq!(r(name, &reply("123456789012345678901234567890.25"), "123456789012345678901234567890.250", &s), 1.0, "{name}");
+            assert_eq!(r(name, &reply("1.0000000000000000001"), "1", &s), 0.0, "{name}");
+        }
+        let re = RewardSettings { pattern: Some(Regex::new(r"= (\S+)").unwrap()), ..s.clone() };
+        assert_eq!(r("regex", &format!("x = {p64}"), p64_1, &re), 0.0);
+        // A tolerance, where one is set, is applied exactly too.
+        let loose = RewardSettings { tolerance: 1.0, ..s.clone() };
+        assert_eq!(r("numeric", p64, p64_1, &loose), 1.0);
+        assert_eq!(r("numeric", "18446744073709551618.5", p64_1, &loose), 0.0);
+        assert_eq!(r("numeric", "0.30000000000000004", "0.3", &RewardSettings { tolerance: 1e-9, ..s.clone() }), 1.0);
+        // Huge exponents are text, not a way to make the comparison allocate.
+        assert_eq!(r("numeric", "1e999999999", "1", &s), 0.0);
+        assert_eq!(normalize("1e999999999"), "1e999999999");
     }
 
     #[test]

@@ -15,8 +15,15 @@
 //! `LANG`, a new session, every inherited descriptor but 0–2 closed, rlimits (CPU, address
 //! space, file size, no core files, 64 files, no processes), a fresh unprivileged uid per
 //! job when the trainer is root ([`uid`]: never repeated within a run), `PR_SET_PDEATHSIG`,
-//! `PR_SET_NO_NEW_PRIVS` and a seccomp filter ([`seccomp`]: socket families, io_uring,
-//! namespace, mount and keyring calls). The parent ([`collect`]) polls stdout, stderr and
+//! `PR_SET_NO_NEW_PRIVS` and a seccomp allowlist ([`seccomp`]: the calls ordinary programs
+//! make; socket families, io_uring, namespace, mount and keyring calls, another process's
+//! descriptors denied; SysV IPC, POSIX message queues and AIO, whose memory and counts no
+//! rlimit bounds, and every call not on the list, not implemented). Where the host lets the
+//! trainer create cgroups (root with a memory controller: cgroup v1, or v2 with the
+//! controller delegated), each job of several processes also gets a memory cgroup of its own ([`cgroup`]: its
+//! address-space limit plus its tmpfs, no swap) that bounds all its processes together. A
+//! directory shown elsewhere than on the host (the shell root's pytest) is an overlay named
+//! by descriptor, so `/proc/self/mountinfo` shows no host path. The parent ([`collect`]) polls stdout, stderr and
 //! the job's pidfd against the wall clock, kills the job's PID namespace at the deadline,
 //! reads what is left without waiting and drops the pipes; `wall_ms` is taken at the end,
 //! resources from `wait4`. Nothing is written to the host's disk.
@@ -30,6 +37,7 @@
 //! It deliberately knows nothing about tasks, tests or grading: it runs files. Linux only
 //! (x86_64, aarch64). No cargo features.
 
+mod cgroup;
 mod child;
 mod collect;
 mod elf;

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
+
+use nix::sys::resource::Resource;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -12,11 +14,12 @@ use std::time::{Duration, Instant};
 use arl_core::config::SandboxConfig;
 use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox, SandboxError, ShellSupport};
 
+use crate::cgroup::MemoryCgroups;
 use crate::child::{ChildPlan, Identity, Op, Step};
 use crate::collect::collect;
 use crate::python::{find_python, interpreter_binds};
 use crate::root::{Entry, RootPlan};
-use crate::spawn::{SpawnError, pipe, set_nonblocking, spawn};
+use crate::spawn::{SpawnError, pipe, set_nonblocking, setup_done, spawn};
 
 /// How an [`RlimitSandbox`] is set up.
 #[derive(Clone, Debug)]
@@ -100,6 +103,18 @@ pub struct RlimitSandbox {
     /// The root with a shell, for jobs that ask for processes (when `settings.shell` and
     /// the host has bash).
     shell_root: Option<Arc<Prepared>>,
+    /// Each job's memory cgroup, or why the host gives none ([`crate::cgroup`]).
+    cgroups: &'static Result<MemoryCgroups, String>,
+}
+
+/// Memory a job's cgroup allows beyond its address-space limit and its tmpfs: the root's
+/// tmpfs, page tables, pipe and socket buffers of up to [`MAX_PROCESSES`] processes.
+pub const CGROUP_SLACK: u64 = 32 << 20;
+
+/// The memory cgroups of this process's jobs, found once.
+fn cgroups() -> &'static Result<MemoryCgroups, String> {
+    static CGROUPS: OnceLock<Result<MemoryCgroups, String>> = OnceLock::new();
+    CGROUPS.get_or_init(MemoryCgroups::discover)
 }
 
 const BASE_OPTS: &std::ffi::CStr = c"size=1m,nr_inodes=4096,mode=0755";
@@ -121,10 +136,16 @@ impl RlimitSandbox {
             }
             let p = Arc::new(prepare(&python, &settings.binds, shell)?);
             let sandbox = match plain {
-                None => Self { settings: settings.clone(), python: python.clone(), prepared: p.clone(), shell_root: None },
-                Some(plain) => {
-                    Self { settings: settings.clone(), python: python.clone(), prepared: plain.clone(), shell_root: Some(p.clone()) }
+                None => {
+                    Self { settings: settings.clone(), python: python.clone(), prepared: p.clone(), shell_root: None, cgroups: cgroups() }
                 }
+                Some(plain) => Self {
+                    settings: settings.clone(),
+                    python: python.clone(),
+                    prepared: plain.clone(),
+                    shell_root: Some(p.clone()),
+                    cgroups: cgroups(),
+                },
             };
             if plain.is_none() || p.shell.is_some() {
                 sandbox.probe(if plain.is_some() { 2 } else { 0 })?;
@@ -135,7 +156,13 @@ impl RlimitSandbox {
         let prepared = get(false, None)?;
         let shell_root = if settings.shell { Some(get(true, Some(&prepared))?).filter(|p| p.shell.is_some()) } else { None };
         drop(cache);
-        Ok(Self { settings, python, prepared, shell_root })
+        Ok(Self { settings, python, prepared, shell_root, cgroups: cgroups() })
+    }
+
+    /// How a job's memory is bounded as a whole: its memory cgroup, or why the host gives
+    /// none (each process is still bounded by `RLIMIT_AS`).
+    pub fn memory_cgroup(&self) -> Result<String, String> {
+        self.cgroups.as_ref().map(MemoryCgroups::describe).map_err(Clone::clone)
     }
 
     /// The interpreter jobs run.
@@ -149,7 +176,7 @@ impl RlimitSandbox {
             .op_paths
             .iter()
             .zip(&self.prepared.ops)
-            .filter(|(_, op)| matches!(op, Op::Bind { .. }))
+            .filter(|(_, op)| matches!(op, Op::Bind { .. } | Op::Overlay { .. }))
             .map(|(p, _)| p.clone())
             .collect()
     }
@@ -226,6 +253,11 @@ fn prepare(python: &Path, extra: &[PathBuf], with_shell: bool) -> Result<Prepare
         ops.push(match entry {
             Entry::Dir => Op::Dir { path: c(path)? },
             Entry::Symlink(target) => Op::Symlink { target: c(target)?, path: c(path)? },
+            // A directory shown elsewhere than on the host: an overlay (mountinfo shows a
+            // bind's host path); one at its own place: a bind.
+            Entry::Bind { dir: true, .. } if plan.source(path) != path => {
+                Op::Overlay { src: c(&Path::new("/oldroot").join(plan.source(path).strip_prefix("/").unwrap_or(path)))?, path: c(path)? }
+            }
             Entry::Bind { dir, noexec } => Op::Bind {
                 src: c(&Path::new("/oldroot").join(plan.source(path).strip_prefix("/").unwrap_or(path)))?,
                 path: c(path)?,
@@ -235,8 +267,7 @@ fn prepare(python: &Path, extra: &[PathBuf], with_shell: bool) -> Result<Prepare
         });
         op_paths.push(path.to_path_buf());
     }
-    // SAFETY: getuid/getgid/geteuid cannot fail.
-    let (euid, uid, gid) = unsafe { (libc::geteuid(), libc::getuid(), libc::getgid()) };
+    let (euid, uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     let identity = (euid != 0).then(|| Identity::UserNs {
         uid_map: CString::new(format!("1000 {uid} 1\n")).expect("digits"),
         gid_map: CString::new(format!("1000 {gid} 1\n")).expect("digits"),
@@ -302,11 +333,27 @@ impl Sandbox for RlimitSandbox {
         let envp_c: Vec<CString> = [c"PATH=/usr/bin:/bin", c"HOME=/job", c"LANG=C.UTF-8"].iter().map(|s| CString::from(*s)).collect();
         let ptrs = |v: &[CString]| v.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect::<Vec<_>>();
 
+        // The memory cgroup of a job of several processes: its address space, its tmpfs, and
+        // room for the rest. A job of one process (graded code) is bounded by its rlimits,
+        // its tmpfs and the filter (no SysV memory, 64 descriptors) and goes without: moving
+        // a process into a cgroup waits for an RCU grace period (~10 ms a job here).
+        let cgroup = match self.cgroups {
+            Ok(cgroups) if nproc > 0 => {
+                let limit = limits.memory_bytes.saturating_add(size).saturating_add(CGROUP_SLACK);
+                Some(cgroups.create(limit).map_err(|e| {
+                    let msg = format!("creating the job's memory cgroup: {e}");
+                    if e.raw_os_error().is_some_and(exhausted) { SandboxError::Exhausted(msg) } else { SandboxError::Setup(msg) }
+                })?)
+            }
+            _ => None,
+        };
+        let cgroup_fd = cgroup.as_ref().and_then(|c| c.procs.as_ref()).map(|fd| fd.as_fd());
+
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let (report_r, report_w) = pipe()?;
-        set_nonblocking(out_r.as_raw_fd())?;
-        set_nonblocking(err_r.as_raw_fd())?;
+        set_nonblocking(&out_r)?;
+        set_nonblocking(&err_r)?;
         let plan = ChildPlan {
             identity,
             ops: &p.ops,
@@ -318,27 +365,35 @@ impl Sandbox for RlimitSandbox {
             python: &p.python,
             argv: ptrs(&argv_c),
             envp: ptrs(&envp_c),
-            stdout: out_w.as_raw_fd(),
-            stderr: err_w.as_raw_fd(),
-            report: report_w.as_raw_fd(),
+            stdout: out_w.as_fd(),
+            stderr: err_w.as_fd(),
+            report: report_w.as_fd(),
             rlimits: [
-                (libc::RLIMIT_CPU as i32, limits.cpu_seconds.max(1)),
-                (libc::RLIMIT_AS as i32, limits.memory_bytes),
-                (libc::RLIMIT_FSIZE as i32, limits.file_size_bytes),
-                (libc::RLIMIT_CORE as i32, 0),
-                (libc::RLIMIT_NOFILE as i32, 64),
+                (Resource::RLIMIT_CPU, limits.cpu_seconds.max(1)),
+                (Resource::RLIMIT_AS, limits.memory_bytes),
+                (Resource::RLIMIT_FSIZE, limits.file_size_bytes),
+                (Resource::RLIMIT_CORE, 0),
+                (Resource::RLIMIT_NOFILE, 64),
             ],
             nproc,
             seccomp: &p.seccomp,
+            cgroup: cgroup_fd,
         };
-        let mut flags =
-            libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET | libc::CLONE_NEWCGROUP;
+        let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+        // With a memory cgroup the child makes its cgroup namespace itself, once inside it.
+        if cgroup.is_none() {
+            flags |= libc::CLONE_NEWCGROUP;
+        }
         if p.identity.is_some() {
             flags |= libc::CLONE_NEWUSER;
         }
 
         let start = Instant::now();
-        let child = match spawn(&plan, flags, report_r, vec![out_w, err_w, report_w]) {
+        // The child's ends of the pipes close here once it runs, so that the report pipe
+        // reads EOF when it execs and the output pipes when the job ends.
+        let started = spawn(&plan, flags);
+        drop((out_w, err_w, report_w));
+        let child = match started.and_then(|child| setup_done(child, report_r)) {
             Ok(child) => child,
             Err(SpawnError::Clone(errno)) => {
                 let why = match errno {
@@ -359,6 +414,7 @@ impl Sandbox for RlimitSandbox {
         crate::attacks::support::note_job(&child);
         let ended = collect(&child, out_r, err_r, start + limits.wall_timeout, limits.output_bytes);
         let wall_ms = start.elapsed().as_millis() as u64;
+        drop(cgroup);
 
         let (exit_code, signal) = decode(ended.status);
         Ok(JobOutcome {

@@ -3,46 +3,33 @@
 //! step failed (12 bytes: step, index, errno).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
 use libc::c_int;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::waitpid;
+use nix::unistd::{Pid, pipe2, read};
 
 use crate::child::{self, ChildPlan, Failure, Step};
 
 /// A pipe: (read end, write end), both close-on-exec and numbered 3 or higher (so the child
 /// can `dup2` them onto 0–2 without clobbering one with another).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: a valid two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 returned two fresh descriptors we now own.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
     Ok((above_two(r)?, above_two(w)?))
 }
 
+/// `fd` numbered 3 or higher: std's `try_clone` is `F_DUPFD_CLOEXEC` from 3.
 fn above_two(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: duplicating a descriptor we own; the copy is owned by the result.
-    let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if dup < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+    use std::os::fd::AsRawFd;
+    if fd.as_raw_fd() > 2 { Ok(fd) } else { fd.try_clone() }
 }
 
-pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor the caller owns.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+pub fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
+    let flags = OFlag::from_bits_retain(fcntl(&fd, FcntlArg::F_GETFL)?);
+    fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
@@ -63,12 +50,14 @@ pub enum SpawnError {
     Io(io::Error),
 }
 
-/// Clone with `flags` (namespace flags), run [`child::run`] in the child; in the parent,
-/// close the child's descriptors (`child_fds`, which the plan names) and wait for the
-/// report. `report` is the report pipe's read end.
-pub fn spawn(plan: &ChildPlan, flags: c_int, report: OwnedFd, child_fds: Vec<OwnedFd>) -> Result<Child, SpawnError> {
+/// Clone with `flags` (namespace flags) and run [`child::run`] in the child. The caller
+/// then closes the child's ends of the pipes (which the plan borrows) and waits for the
+/// set-up with [`setup_done`].
+pub fn spawn(plan: &ChildPlan, flags: c_int) -> Result<Child, SpawnError> {
     let mut pidfd: c_int = -1;
     let flags = (flags | libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong;
+    // Raw: nix's `clone` runs a callback on a stack of its own (a fork cannot be asked for),
+    // and offers no `CLONE_PIDFD`.
     // SAFETY: clone without CLONE_VM is fork with namespaces: the child runs on a copy of
     // this stack and never returns from this block (it execs or `_exit`s). `parent_tid`
     // (the third argument on every architecture) receives the pidfd.
@@ -82,30 +71,30 @@ pub fn spawn(plan: &ChildPlan, flags: c_int, report: OwnedFd, child_fds: Vec<Own
         return Err(SpawnError::Clone(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)));
     }
     // SAFETY: CLONE_PIDFD stored a fresh descriptor for the child.
-    let child = Child { pid: ret as i32, pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) } };
-    drop(child_fds);
+    Ok(Child { pid: ret as i32, pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) } })
+}
+
+/// Wait for the child's report (`report`, the pipe's read end, once the parent holds no
+/// write end): EOF when it reached `execve`, else the step that failed (the child is reaped).
+pub fn setup_done(child: Child, report: OwnedFd) -> Result<Child, SpawnError> {
     let mut msg = [0u8; 12];
     let mut got = 0;
     let deadline = std::time::Instant::now() + SETUP_TIMEOUT;
     while got < msg.len() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut fd = libc::pollfd { fd: report.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        if left.is_zero() || unsafe { libc::poll(&mut fd, 1, left.as_millis().max(1) as c_int) } == 0 {
-            // SAFETY: our unreaped child.
-            unsafe { libc::kill(child.pid, libc::SIGKILL) };
+        let ms = PollTimeout::try_from(left.as_millis().clamp(1, i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+        let ready = left.is_zero() || matches!(poll(&mut [PollFd::new(report.as_fd(), PollFlags::POLLIN)], ms), Ok(0));
+        if ready {
+            // Our unreaped child: its pid cannot have been reused.
+            let _ = kill(Pid::from_raw(child.pid), Signal::SIGKILL);
             reap(&child);
             return Err(SpawnError::Io(io::Error::other(format!("the job's set-up did not finish within {SETUP_TIMEOUT:?}"))));
         }
-        // SAFETY: reading into the unfilled part of a local buffer.
-        let n = unsafe { libc::read(report.as_raw_fd(), msg[got..].as_mut_ptr().cast(), msg.len() - got) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
+        match read(&report, &mut msg[got..]) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
         }
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
     }
     if got == 0 {
         return Ok(child);
@@ -121,7 +110,5 @@ pub fn spawn(plan: &ChildPlan, flags: c_int, report: OwnedFd, child_fds: Vec<Own
 
 /// Wait for a child that is exiting on its own.
 fn reap(child: &Child) {
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    while unsafe { libc::waitpid(child.pid, &mut status, 0) } < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {}
+    while waitpid(Pid::from_raw(child.pid), None) == Err(nix::errno::Errno::EINTR) {}
 }

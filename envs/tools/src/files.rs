@@ -1,6 +1,8 @@
 //! Read, Edit and Write over the in-memory repository, with Claude Code's rules: Edit and
 //! an overwriting Write need a prior Read of the file; Edit's `old_string` must occur
-//! (exactly once unless `replace_all`) and differ from `new_string`.
+//! (exactly once unless `replace_all`) and differ from `new_string`. Every result is bounded
+//! before it is built: Write's content and Edit's edited file (its size computed from the
+//! match count first) are at most [`MAX_FILE_BYTES`], the repository at most [`MAX_FILES`].
 
 use arl_core::{ToolContext, ToolOutcome};
 
@@ -110,6 +112,16 @@ pub fn edit(ctx: &mut ToolContext<'_>, args: EditArgs) -> ToolOutcome {
         return ToolOutcome::Failed(format!(
             "Found {count} matches of old_string in {}, but replace_all is false. To replace every occurrence set \
              replace_all to true; to replace one, add surrounding context to old_string so it is unique.",
+            paths::display(&key)
+        ));
+    }
+    // The edited file's size, before it exists: a `replace_all` of a long `new_string` would
+    // otherwise multiply the file (64 bytes to 64 MB in two calls).
+    let replaced = if replace_all { count } else { 1 };
+    let size = (text.len() - replaced * args.old_string.len()).saturating_add(replaced.saturating_mul(args.new_string.len()));
+    if size > MAX_FILE_BYTES {
+        return ToolOutcome::Failed(format!(
+            "the edit would make {} {size} bytes; files are limited to {MAX_FILE_BYTES}",
             paths::display(&key)
         ));
     }
@@ -268,6 +280,32 @@ mod tests {
         let text = ok(repo.call("Edit", json!({"file_path": SRC, "old_string": "count ", "new_string": "total ", "replace_all": true})));
         assert!(text.contains("(2 occurrences replaced)"), "{text}");
         assert!(repo.source().contains("total = 0") && repo.source().contains("total += 1") && repo.source().contains("return count"));
+    }
+
+    /// Issue #50: `replace_all` with a long `new_string` grew a 64-byte file to 64 MB in two
+    /// Edits. The size is computed before the edit and held to Write's limit.
+    #[test]
+    fn an_edit_cannot_grow_a_file_past_the_file_limit() {
+        let mut repo = Repo::new();
+        ok(repo.call("Write", json!({"file_path": "/repo/small.py", "content": "x".repeat(64)})));
+        let grow = |n: usize| json!({"file_path": "/repo/small.py", "old_string": "x", "new_string": "y".repeat(n), "replace_all": true});
+        let text = failed(repo.call("Edit", grow(1025)));
+        assert!(text.contains("would make /repo/small.py 65600 bytes; files are limited to 65536"), "{text}");
+        let text = failed(repo.call("Edit", grow(1 << 20)));
+        assert!(text.contains("67108864 bytes"), "{text}");
+        assert_eq!(repo.workspace.files["small.py"], "x".repeat(64), "a refused edit changes nothing");
+        // Up to the limit exactly is fine; one byte more is not, with or without replace_all.
+        ok(repo.call("Edit", grow(1024)));
+        assert_eq!(repo.workspace.files["small.py"].len(), super::MAX_FILE_BYTES);
+        let full = format!("{}b", "a".repeat(super::MAX_FILE_BYTES - 1));
+        ok(repo.call("Write", json!({"file_path": "/repo/full.py", "content": full})));
+        let one = json!({"file_path": "/repo/full.py", "old_string": "b", "new_string": "bc"});
+        assert!(failed(repo.call("Edit", one)).contains("65537 bytes"));
+        assert_eq!(repo.workspace.files["full.py"].len(), super::MAX_FILE_BYTES);
+        // A new_string that is too long on its own.
+        let huge = json!({"file_path": SRC, "old_string": "count = 0", "new_string": "#".repeat(super::MAX_FILE_BYTES)});
+        ok(repo.call("Read", json!({"file_path": SRC})));
+        assert!(failed(repo.call("Edit", huge)).contains("files are limited to"));
     }
 
     #[test]

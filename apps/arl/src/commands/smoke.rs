@@ -74,7 +74,7 @@ pub fn smoke(
         rows.push(json!({"task_id": e.task_id, "reward": e.reward, "stats": s}));
     }
     for (i, e) in episodes.iter().take(TRANSCRIPTS).enumerate() {
-        let text = codec.decode(&e.ids)?;
+        let text = codec.decode_transcript(&e.ids)?;
         let shown: String = text.chars().take(TRANSCRIPT_CHARS).collect();
         let more = if shown.len() < text.len() { format!("\n… ({} more characters)", text.len() - shown.len()) } else { String::new() };
         log(&format!("smoke: transcript of episode {i} ({}):\n{shown}{more}", e.task_id));

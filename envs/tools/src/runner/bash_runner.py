@@ -5,6 +5,10 @@
 # report the host reads back: the working directory, then every file of /repo the command
 # created, changed or deleted (at most MAX_FILES files and MAX_BYTES bytes; the rest is named
 # as over the limit). The host checks the report again; a command can only write its own repo.
+# The runner makes itself non-dumpable first: the command runs as the same uid, and would
+# otherwise reach the report's pipe through /proc/1/fd/2 (or the runner's memory through
+# /proc/1/mem); the sandbox's seccomp filter refuses pidfd_getfd and ptrace besides.
+import ctypes
 import os
 import signal
 import stat
@@ -48,7 +52,18 @@ def shown(path):
     return path
 
 
+def not_dumpable():
+    # prctl(PR_SET_DUMPABLE, 0): /proc/1/{fd,mem,environ} and ptrace-mode access to this
+    # process need CAP_SYS_PTRACE, which no process of the job has. Reset by execve, so the
+    # command's own processes stay ordinary.
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:
+        sys.stderr.write("arl: prctl(PR_SET_DUMPABLE) failed: errno %d\n" % ctypes.get_errno())
+        os._exit(126)
+
+
 def main():
+    not_dumpable()
     cwd, command, bash, pythonpath, max_files, max_bytes, timeout_ms = sys.argv[1:8]
     max_files, max_bytes = int(max_files), int(max_bytes)
     before = snapshot()

@@ -4,7 +4,8 @@
 //! not: each call is a fresh shell, SPEC §3). stdout and stderr arrive merged, as on a
 //! terminal. Files the command creates, changes or deletes under `/repo` come back into the
 //! episode's repository — at most [`MAX_FILES`] files and [`MAX_BYTES`] bytes per call,
-//! each at most [`crate::files::MAX_FILE_BYTES`] and UTF-8; the rest is named in the
+//! each at most [`crate::files::MAX_FILE_BYTES`] and UTF-8, and the repository at most
+//! [`crate::files::MAX_FILES`] files, as Write allows; the rest is named in the
 //! observation — and count as read, as the model's own writes do. `__pycache__` stays in
 //! the job (`PYTHONDONTWRITEBYTECODE` is set); `.pytest_cache` comes back, so `--lf` works
 //! across calls. A command that runs past its `timeout` is killed by the
@@ -128,6 +129,13 @@ fn shown(text: &str, repo: &str) -> String {
 fn apply(ctx: &mut ToolContext<'_>, report: Report, output: &mut String) {
     let mut notes = Vec::new();
     let (mut count, mut bytes) = (0, 0);
+    // Deletions first: a call that removes one file and creates another keeps the count.
+    for rel in report.deleted {
+        if let Ok(key) = paths::resolve_shell(&rel) {
+            ctx.workspace.files.remove(&key);
+            ctx.workspace.read.remove(&key);
+        }
+    }
     for (rel, text) in report.files {
         let key = match paths::resolve_shell(&rel) {
             Ok(key) if !key.is_empty() && !rel.starts_with('/') => key,
@@ -144,6 +152,11 @@ fn apply(ctx: &mut ToolContext<'_>, report: Report, output: &mut String) {
             notes.push(format!("{}: at most {MAX_FILES} files and {MAX_BYTES} bytes come back per call", paths::display(&key)));
             continue;
         }
+        // The repository's own cap, as Write enforces it.
+        if !ctx.workspace.files.contains_key(&key) && ctx.workspace.files.len() >= crate::files::MAX_FILES {
+            notes.push(format!("{}: the repository already holds {} files", paths::display(&key), crate::files::MAX_FILES));
+            continue;
+        }
         // A file where a directory of the repository is, or under a file: keep the tree sound.
         if paths::is_dir(ctx.workspace.files.keys(), &key) || ancestors(&key).any(|a| ctx.workspace.files.contains_key(a)) {
             notes.push(format!("{}: clashes with a file or directory of the repository", paths::display(&key)));
@@ -153,12 +166,6 @@ fn apply(ctx: &mut ToolContext<'_>, report: Report, output: &mut String) {
         bytes += text.len();
         ctx.workspace.files.insert(key.clone(), text);
         ctx.workspace.read.insert(key);
-    }
-    for rel in report.deleted {
-        if let Ok(key) = paths::resolve_shell(&rel) {
-            ctx.workspace.files.remove(&key);
-            ctx.workspace.read.remove(&key);
-        }
     }
     for (rel, why) in report.over {
         notes.push(format!("{}: {why}", paths::display(&rel)));

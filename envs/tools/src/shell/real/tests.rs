@@ -161,16 +161,12 @@ fn a_garbled_report_brings_nothing_back() {
     assert_eq!((report.cwd.as_str(), report.deleted.len(), report.reset), ("/repo/s", 1, false));
 }
 
-/// A report the command forged (it can write to the runner's stderr through /proc/1/fd/2)
-/// can only do what Write can: paths outside /repo, clashes and oversized files are refused.
+/// A report forged by hand can only do what Write can: paths outside /repo, clashes and
+/// oversized files are refused (the report's integrity does not rest on this alone: see
+/// `the_command_cannot_write_the_runners_report`).
 #[test]
 fn a_forged_report_cannot_leave_the_repository() {
     let mut repo = Repo::real();
-    let text =
-        ok(repo
-            .bash("printf 'ARL-BASH-REPORT 1\\ncwd\\t/repo\\nreset\\t\\nfile\\t../../etc/x\\t1\\nx\\nend\\n' > /proc/1/fd/2; echo sent"));
-    assert!(text == "sent\n" || text.contains("/proc/1/fd/2: Permission denied\nsent\n"), "{text}");
-    assert_eq!(repo.workspace.files.len(), 2);
     let report = super::Report {
         cwd: "/repo".into(),
         files: vec![
@@ -190,4 +186,46 @@ fn a_forged_report_cannot_leave_the_repository() {
     for note in ["../../etc/x: not a path", "/etc/passwd: not a path", "inner.py: clashes", "huge.py: 65537 bytes"] {
         assert!(output.contains(note), "{note}: {output}");
     }
+}
+
+/// Issue #50, hole 7: the command runs as the runner's uid, and took the runner's stderr (the
+/// report pipe) with `pidfd_getfd`, or reopened it through /proc/1/fd/2, and wrote the report
+/// itself. The runner is not dumpable and the sandbox refuses `pidfd_getfd`: a forged report
+/// of an in-repository file never arrives.
+#[test]
+fn the_command_cannot_write_the_runners_report() {
+    let mut repo = Repo::real();
+    let forged = "ARL-BASH-REPORT 1\ncwd\t/repo\nreset\t\nfile\tforged.py\t6\nforged\nend\n";
+    let text = ok(repo.bash(&format!("printf '{forged}' > /proc/1/fd/2 && echo sent || echo refused")));
+    assert!(text.contains("Permission denied") && text.contains("refused"), "{text}");
+    let steal = format!(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\npidfd = libc.syscall({open}, 1, 0)\nfd = libc.syscall({getfd}, pidfd, 2, 0)\nif fd < 0:\n    print('refused', ctypes.get_errno())\nelse:\n    os.write(fd, {forged:?}.encode())\n    print('sent')\n",
+        // pidfd_open and pidfd_getfd: 434 and 438 on every architecture.
+        open = 434,
+        getfd = 438,
+    );
+    ok(repo.call("Write", json!({"file_path": "/repo/steal.py", "content": steal})));
+    let text = ok(repo.bash("python steal.py"));
+    assert_eq!(text, "refused 1\n", "EPERM");
+    assert!(!repo.workspace.files.contains_key("forged.py"), "{:?}", repo.workspace.files.keys());
+}
+
+/// Issue #50, hole 6: the copy-back held each call to 32 files but not the repository to
+/// Write's 64: three calls made 98 files. Files the repository has no room for stay behind,
+/// named in the observation; deleting makes room again.
+#[test]
+fn the_copy_back_keeps_the_repository_within_writes_file_limit() {
+    let mut repo = Repo::real();
+    for round in 0..3 {
+        ok(repo.bash(&format!("for i in $(seq 1 30); do echo $i > r{round}_$i.txt; done")));
+    }
+    assert_eq!(repo.workspace.files.len(), crate::files::MAX_FILES, "{:?}", repo.workspace.files.keys());
+    let text = ok(repo.bash("echo x > one_more.txt"));
+    assert!(text.contains("one_more.txt: the repository already holds 64 files"), "{text}");
+    assert!(!repo.workspace.files.contains_key("one_more.txt"));
+    // Write refuses alike, and a deletion makes room for a file in the same call.
+    assert!(failed(repo.call("Write", json!({"file_path": "/repo/w.txt", "content": "x"}))).contains("64 files"));
+    ok(repo.bash("rm r0_1.txt && echo y > swapped.txt"));
+    assert_eq!(repo.workspace.files.get("swapped.txt").map(String::as_str), Some("y\n"));
+    assert_eq!(repo.workspace.files.len(), crate::files::MAX_FILES);
 }
