@@ -339,3 +339,23 @@ fn a_nan_in_a_large_products_left_side_reaches_its_row_only() {
         }
     }
 }
+
+/// A sum over 4 Mi elements or more runs its 64 Ki chunks in parallel and adds their sums in
+/// order (third_party/README.md, change 7), whatever else the pool is doing. Chunk 0 sums to
+/// 2²⁴ and each of the 79 chunks after it to 1: in order, every 1 is rounded away (2²⁴ + 1 is
+/// a tie, to even, back to 2²⁴); any tree that adds two of the 1s first ends above 2²⁴.
+#[test]
+fn a_large_sum_adds_its_chunks_in_order() {
+    const CHUNK: usize = 64 * 1024;
+    let chunks = 80;
+    let mut xs = vec![0.0f32; chunks * CHUNK];
+    xs[0] = 16_777_216.0;
+    for c in 1..chunks {
+        xs[c * CHUNK + 7] = 1.0;
+    }
+    let n = xs.len();
+    for _ in 0..8 {
+        let total = values(Tensor::<Dispatch, 1>::from_data(TensorData::new(xs.clone(), [n]), &cpu()).sum());
+        assert_eq!(total, [16_777_216.0], "the chunks' sums were not added in order");
+    }
+}

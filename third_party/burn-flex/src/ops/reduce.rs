@@ -124,12 +124,17 @@ fn sum_f32_contiguous(data: &[f32]) -> f32 {
 }
 
 /// Parallel sum using rayon with SIMD per chunk.
+///
+/// arl patch (third_party/README.md, change 7): the chunks' sums are added in order on the
+/// calling thread. Rayon's `sum` adds them in a tree whose shape follows work stealing, so the
+/// same tensor summed twice could differ in its last bits when other work shared the pool.
 #[cfg(feature = "rayon")]
 #[inline]
 fn sum_f32_parallel(data: &[f32]) -> f32 {
     const CHUNK_SIZE: usize = 64 * 1024; // 64K elements per chunk
 
-    data.par_chunks(CHUNK_SIZE)
+    let partials: Vec<f32> = data
+        .par_chunks(CHUNK_SIZE)
         .map(|chunk| {
             #[cfg(feature = "simd")]
             {
@@ -140,7 +145,8 @@ fn sum_f32_parallel(data: &[f32]) -> f32 {
                 chunk.iter().copied().sum::<f32>()
             }
         })
-        .sum()
+        .collect();
+    partials.iter().sum()
 }
 
 fn sum_impl<E: Element + bytemuck::Pod + Default + core::iter::Sum>(
