@@ -30,9 +30,13 @@ task_options=(); for o in ${TASK_OPTIONS:-}; do task_options+=(--env-option "$o"
 EVAL_OPTIONS=(); for o in ${EVAL_OPTIONS_SET:-}; do EVAL_OPTIONS+=(--set "env.options.$o"); done
 mkdir -p "$out"
 
-# A stage's folder: done (results.json), cut off (run.json without results: resume), or new.
+# A stage's folder: done (results.json), cut off after a checkpoint (resume), cut off before its
+# first checkpoint (nothing to resume from: it starts over in the same folder), or new.
 stage() {
-    if [ -f "$1/results.json" ]; then echo skip; elif [ -f "$1/run.json" ]; then echo --resume; else echo new; fi
+    if [ -f "$1/results.json" ]; then echo skip
+    elif compgen -G "$1/checkpoints/step-*" > /dev/null || [ -d "$1/checkpoints/final" ]; then echo --resume
+    elif [ -f "$1/run.json" ]; then echo --overwrite
+    else echo new; fi
 }
 
 echo "== 1/4 oracle transcripts of the train tasks → $out/oracle.jsonl"
