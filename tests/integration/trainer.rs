@@ -91,6 +91,7 @@ fn rollout_opts(seed: u64) -> RolloutOptions {
         max_calls_per_turn: 4,
         sampling: arl_core::policy::SamplingParams { max_new_tokens: 8, seed, ..Default::default() },
         gen_batch: None,
+        gen_tokens: None,
         max_episode_tokens: 256,
         max_prompt_tokens: None,
         max_response_tokens: None,

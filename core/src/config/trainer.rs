@@ -43,8 +43,15 @@ pub struct TrainerConfig {
     /// (SmolLM2-135M in f32 on the CPU: ~4 MB per padded token of ~1k-token episodes); 0: no
     /// cap. The loss is the same however the rows are split.
     pub micro_tokens: u32,
-    /// Episodes decoded at once; unset: all of a step's episodes.
+    /// Episodes decoded at once; unset: all of a step's episodes (`gen_tokens` still splits).
     pub gen_batch: Option<u32>,
+    /// KV-cache tokens decoded at once (episodes × the longest one's prompt plus a turn's new
+    /// tokens), in training rollouts and evaluations: episodes are taken in order until the
+    /// next would pass this; a longer one goes alone. Bounds the sampler's memory: the `tools`
+    /// gym's 128 evaluation episodes of ~3k tokens held 19 GB of KV cache at once on
+    /// SmolLM2-135M in f32 (46 KB a token; Qwen3-0.6B: 229 KB in f32, 115 KB in bf16). 0: no
+    /// cap.
+    pub gen_tokens: u32,
     /// Global gradient-norm clip (as torch's `clip_grad_norm_`); 0 disables it.
     pub grad_clip: f64,
     /// AdamW's decoupled weight decay (≥ 0).
@@ -128,6 +135,7 @@ impl Default for TrainerConfig {
             micro: None,
             micro_tokens: 2048,
             gen_batch: None,
+            gen_tokens: 131_072,
             grad_clip: 1.0,
             weight_decay: 0.0,
             seed: 0,

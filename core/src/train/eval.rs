@@ -206,6 +206,7 @@ mod tests {
             max_calls_per_turn: 1,
             sampling: SamplingParams::default(),
             gen_batch: None,
+            gen_tokens: None,
             max_episode_tokens: 16,
             max_prompt_tokens: None,
             max_response_tokens: None,

@@ -3,7 +3,8 @@
 //! Token-in/token-out: each episode's prompt is rendered once; every assistant turn is kept
 //! as the sampler's ids with their logprobs; observations are appended as the template's own
 //! ids of that suffix ([`Conversation`]). Episodes finish at different turns and leave the
-//! batch; at most `gen_batch` episodes are decoded at once to cap KV memory. Each turn hands
+//! batch; at most `gen_batch` episodes and `gen_tokens` KV-cache tokens are decoded at once to
+//! cap KV memory. Each turn hands
 //! the sampler the whole conversation so far; a sampler with a prefix cache (arl-qwen3's)
 //! recognises the earlier turns and prefills only the new suffix (`RolloutStats` counts
 //! both).
@@ -13,6 +14,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::micro::MicroBatching;
 use crate::chat::{ChatCodec, Conversation};
 use crate::policy::{FinishReason, Policy, SamplingParams};
 use crate::toolcall::parse_turn;
@@ -27,6 +29,9 @@ pub struct RolloutOptions {
     pub sampling: SamplingParams,
     /// Episodes decoded at once; `None`: all live episodes.
     pub gen_batch: Option<usize>,
+    /// KV-cache tokens decoded at once: episodes × (the longest prompt + a turn's new tokens);
+    /// `None`: no cap ([`MicroBatching`]'s rule: in order, a longer episode alone).
+    pub gen_tokens: Option<usize>,
     /// An episode that cannot fit another full turn in this many tokens ends (truncated).
     pub max_episode_tokens: usize,
     /// An episode whose first prompt is longer ends before its first turn (truncated,
@@ -122,9 +127,12 @@ pub fn rollout(
         if live.is_empty() {
             break;
         }
-        let chunk = opts.gen_batch.unwrap_or(live.len()).max(1);
+        let order: Vec<usize> = (0..live.len()).collect();
+        let chunks =
+            MicroBatching::new(opts.gen_batch, opts.gen_tokens).split(&order, |i| live[i].conv.ids.len() + opts.sampling.max_new_tokens);
         let mut samples = Vec::with_capacity(live.len());
-        for (c, batch) in live.chunks(chunk).enumerate() {
+        for (c, rows) in chunks.iter().enumerate() {
+            let batch = &live[rows[0]..=rows[rows.len() - 1]];
             let prompts: Vec<Vec<u32>> = batch.iter().map(|l| l.conv.ids.clone()).collect();
             let room = batch.iter().map(|l| response_budget - l.generated).max().unwrap_or(0);
             let params = SamplingParams {
@@ -211,4 +219,110 @@ fn mix(seed: u64, turn: u64, chunk: u64) -> u64 {
     let mut z = seed ^ turn.wrapping_mul(0xd1b5_4a32_d192_ed03) ^ chunk.wrapping_mul(0x8cb9_2ba7_2f3d_8dd7);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatError;
+    use crate::policy::{Generation, PolicyError, ScoreParams, Scores};
+    use crate::{EnvError, EpisodeStats, Split, ToolSchema};
+
+    /// One-turn episodes whose prompt is `task.data` tokens long.
+    struct Lengths;
+
+    impl Env for Lengths {
+        fn tasks(&self, _: Split) -> Result<Vec<Task>, EnvError> {
+            Ok(vec![])
+        }
+        fn tools(&self) -> Vec<ToolSchema> {
+            vec![]
+        }
+        fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+            Ok(Box::new(Session(vec![Message::user(task.data.to_string())])))
+        }
+    }
+
+    struct Session(Vec<Message>);
+
+    impl EnvSession for Session {
+        fn messages(&self) -> &[Message] {
+            &self.0
+        }
+        fn step(&mut self, _: &crate::AssistantTurn) -> Result<Step, EnvError> {
+            Ok(Step::Done(Outcome { reward: 1.0, stats: EpisodeStats { turns: 1, ..Default::default() } }))
+        }
+        fn finish(&mut self) -> Result<Outcome, EnvError> {
+            Ok(Outcome { reward: 0.0, stats: EpisodeStats::default() })
+        }
+    }
+
+    /// The prompt's length is the number in its message; decoding writes nothing.
+    struct Codec;
+
+    impl ChatCodec for Codec {
+        fn prompt_ids(&self, messages: &[Message], _: &[ToolSchema]) -> Result<Vec<u32>, ChatError> {
+            Ok(vec![1; messages[0].content.parse::<usize>().unwrap()])
+        }
+        fn observation_ids(&self, _: &[Message], _: &[Message], _: &[ToolSchema], _: Option<u32>) -> Result<Vec<u32>, ChatError> {
+            Ok(vec![])
+        }
+        fn decode(&self, _: &[u32]) -> Result<String, ChatError> {
+            Ok(String::new())
+        }
+        fn stop_ids(&self) -> &[u32] {
+            &[0]
+        }
+        fn self_check(&self) -> Result<String, ChatError> {
+            Ok("lengths".into())
+        }
+    }
+
+    /// Records the prompt lengths of every `generate` call; each row stops at once.
+    #[derive(Default)]
+    struct Recorder(Vec<Vec<usize>>);
+
+    impl Policy for Recorder {
+        fn generate(&mut self, prompts: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+            self.0.push(prompts.iter().map(Vec::len).collect());
+            Ok(prompts.iter().map(|_| Generation { ids: vec![0], sampler_logprobs: vec![-0.5], finish: FinishReason::Stop }).collect())
+        }
+        fn score(&self, _: &[Vec<u32>], _: Option<&[Vec<usize>]>, _: ScoreParams) -> Result<Scores, PolicyError> {
+            unreachable!("a rollout does not score")
+        }
+    }
+
+    fn decoded(gen_batch: Option<usize>, gen_tokens: Option<usize>) -> Vec<Vec<usize>> {
+        let specs: Vec<(Task, usize)> = [100usize, 100, 300, 50, 50, 50, 900, 10]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (Task { id: format!("t{i}"), family: "f".into(), split: Split::Train, data: serde_json::json!(n) }, i))
+            .collect();
+        let opts = RolloutOptions {
+            max_turns: 1,
+            max_calls_per_turn: 1,
+            sampling: SamplingParams { max_new_tokens: 100, ..Default::default() },
+            gen_batch,
+            gen_tokens,
+            max_episode_tokens: 4096,
+            max_prompt_tokens: None,
+            max_response_tokens: None,
+        };
+        let mut policy = Recorder::default();
+        let (episodes, _) = rollout(&Lengths, &Codec, &mut policy, &specs, &opts, &mut |_, _| {}).unwrap();
+        assert_eq!(episodes.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
+        policy.0
+    }
+
+    /// `gen_tokens` caps the KV cache a decode call holds: episodes × (the longest prompt + a
+    /// turn's new tokens), in order, a longer episode alone; `gen_batch` caps the episodes.
+    #[test]
+    fn a_decode_call_holds_at_most_gen_batch_episodes_and_gen_tokens_tokens() {
+        let all = vec![vec![100, 100, 300, 50, 50, 50, 900, 10]];
+        assert_eq!(decoded(None, None), all);
+        assert_eq!(decoded(Some(3), None), [vec![100, 100, 300], vec![50, 50, 50], vec![900, 10]]);
+        // 800 tokens: two rows of 200, then 400 would hold three of 400; 1000 alone passes it.
+        assert_eq!(decoded(None, Some(800)), [vec![100, 100], vec![300, 50], vec![50, 50], vec![900], vec![10]]);
+        assert_eq!(decoded(Some(2), Some(100_000)), [vec![100, 100], vec![300, 50], vec![50, 50], vec![900, 10]]);
+    }
 }

@@ -378,7 +378,7 @@ pub fn train(
     let [after, after_instances] = held_out.evaluate(policy, "after", log, progress)?;
     let difference = paired(&before, &after, &bootstrap, log)?;
     let instances_difference = paired(&before_instances, &after_instances, &bootstrap, log)?;
-    let heldout_instances = (before_instances.is_some() || after_instances.is_some()).then(|| SplitResult {
+    let heldout_instances = (before_instances.is_some() || after_instances.is_some()).then_some(SplitResult {
         before: before_instances,
         after: after_instances,
         difference: instances_difference,
@@ -416,6 +416,7 @@ pub fn rollout_options(config: &RunConfig, env: &dyn Env, seed: u64) -> RolloutO
             stop_ids: None,
         },
         gen_batch: config.trainer.gen_batch.map(|b| b as usize),
+        gen_tokens: Some(config.trainer.gen_tokens as usize).filter(|&t| t > 0),
         max_episode_tokens: s.max_episode_tokens as usize,
         max_prompt_tokens: s.max_prompt_tokens.map(|t| t as usize),
         max_response_tokens: s.max_response_tokens.map(|t| t as usize),
