@@ -11,7 +11,8 @@
 //!   default (burn's own defaults are ε = 1e-5 and decay 1e-4), computed with the clip over
 //!   flat buffers (`flat`: the gradients of all parameters of a dtype concatenated, the moments
 //!   kept flat), burn's `AdamW` arithmetic op for op: ~13 ops a step plus 5 per parameter
-//!   instead of ~19 per parameter.
+//!   instead of ~19 per parameter; on a device computing in host memory a group per parameter
+//!   (no launches to save, no concatenation to pay).
 //!
 //! - The AdamW moments are saved and restored by parameter order ([`Optim::save_state`],
 //!   [`Optim::load_state`]), since a module reloaded from safetensors has new `ParamId`s.

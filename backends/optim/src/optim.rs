@@ -277,12 +277,20 @@ mod tests {
         assert!((moved[0] as f64 - (1.0 - 0.1)).abs() < 1e-5, "{moved:?}");
     }
 
-    /// The flat step is burn's `OptimizerAdaptor<AdamW>` after the per-tensor global clip it
+    /// The step is burn's `OptimizerAdaptor<AdamW>` after the per-tensor global clip it
     /// replaced: bit for bit unclipped, to rounding clipped (the norm is summed in another
     /// order), over steps where one parameter has no gradient (its moments wait, the buffers
-    /// regroup), with weight decay, in f32 and bf16.
+    /// regroup), with weight decay, in f32 and bf16 — on burn-flex (a group per parameter) and
+    /// on the recording backend (flat buffers, as on a GPU).
     #[test]
-    fn the_flat_step_is_burns_adamw_step() {
+    fn the_step_is_burns_adamw_step_flat_or_not() {
+        use crate::opcount::CountingAutodiff;
+        check_against_burn::<Dispatch>(&device());
+        let _lock = crate::opcount::lock();
+        check_against_burn::<CountingAutodiff>(&Default::default());
+    }
+
+    fn check_against_burn<B: burn::tensor::backend::AutodiffBackend>(d: &B::Device) {
         use burn::module::Module;
         use burn::optim::{AdamWConfig, Optimizer};
         use burn::tensor::DType;
@@ -292,21 +300,20 @@ mod tests {
             b: Param<Tensor<B, 1>>,
             c: Param<Tensor<B, 2>>,
         }
-        let d = device();
         let make = |dtype: DType| {
-            let t = |v: Vec<f32>, s: [usize; 2]| Param::from_tensor(Tensor::<Dispatch, 2>::from_data(TensorData::new(v, s), (&d, dtype)));
+            let t = |v: Vec<f32>, s: [usize; 2]| Param::from_tensor(Tensor::<B, 2>::from_data(TensorData::new(v, s), (d, dtype)));
             Three {
                 a: t(vec![1.0, -2.0, 0.5, 3.0, 0.7, -0.1], [2, 3]),
-                b: Param::from_tensor(Tensor::<Dispatch, 1>::from_data(TensorData::new(vec![0.25f32, -1.0], [2]), (&d, dtype))),
+                b: Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(vec![0.25f32, -1.0], [2]), (d, dtype))),
                 c: t(vec![0.3, -0.6, 0.9], [3, 1]),
             }
         };
         // Step 2 leaves `c` out of the loss: no gradient, no step for it.
-        let loss = |m: &Three<Dispatch>, step: usize| {
+        let loss = |m: &Three<B>, step: usize| {
             let ab = m.a.val().powi_scalar(2).sum().mul_scalar(0.5) + (m.b.val() * m.b.val().exp()).sum();
             if step == 2 { ab } else { ab + m.c.val().sin().sum().mul_scalar(3.0) }
         };
-        let host = |m: &Three<Dispatch>| -> Vec<f32> {
+        let host = |m: &Three<B>| -> Vec<f32> {
             [m.a.val().into_data(), m.b.val().into_data(), m.c.val().into_data()]
                 .into_iter()
                 .flat_map(|d| d.convert::<f32>().to_vec::<f32>().unwrap())
@@ -315,22 +322,22 @@ mod tests {
         for dtype in [DType::F32, DType::BF16] {
             for clip in [0.0, 0.5] {
                 let config = OptimConfig { weight_decay: 0.1, grad_clip: clip, ..Default::default() };
-                let mut ours = Optim::<Three<Dispatch>>::new(config.clone());
+                let mut ours = Optim::<Three<B>, B>::new(config.clone());
                 let mut theirs = AdamWConfig::new()
                     .with_beta_1(config.beta1 as f32)
                     .with_beta_2(config.beta2 as f32)
                     .with_epsilon(config.eps as f32)
                     .with_weight_decay(config.weight_decay as f32)
-                    .init::<Dispatch, Three<Dispatch>>();
+                    .init::<B, Three<B>>();
                 let (mut m1, mut m2) = (make(dtype), make(dtype));
                 for step in 0..5 {
                     ours.backward(&m1, loss(&m1, step).reshape([1]));
                     let (next, stats) = ours.step(m1, 0.05);
                     m1 = next;
                     let mut grads = GradientsParams::from_grads(loss(&m2, step).backward(), &m2);
-                    let norm = clip_global_norm::<Dispatch, _>(&m2, &mut grads, clip);
+                    let norm = clip_global_norm::<B, _>(&m2, &mut grads, clip);
                     m2 = theirs.step(0.05, m2, grads);
-                    let what = format!("{dtype:?}, clip {clip}, step {step}");
+                    let what = format!("{}, {dtype:?}, clip {clip}, step {step}", B::name(d));
                     assert!((stats.grad_norm - norm).abs() <= 1e-6 * norm, "{what}: norm {} vs {norm}", stats.grad_norm);
                     assert_eq!(stats.clipped, clip > 0.0, "{what}: the clip is active ({norm})");
                     let (ours_v, theirs_v) = (host(&m1), host(&m2));
