@@ -40,13 +40,20 @@ pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> T
     a.matmul(b)
 }
 
+/// Whether `device`'s backend has its own one-kernel sigmoid and a cheap `cat` (burn-flex,
+/// libtorch, ndarray), so burn's op compositions suit it as they are; burn-cuda (burn-cubecl)
+/// decomposes sigmoid into eight ops and `cat` into one copy per input.
+fn composes_well<B: Backend>(device: &B::Device) -> bool {
+    let name = B::name(device);
+    ["flex", "libtorch", "ndarray"].iter().any(|n| name.contains(n))
+}
+
 /// `silu(x) = x · sigmoid(x)`. Where the backend's sigmoid is one kernel (burn-flex,
 /// libtorch) burn's `silu`: sigmoid and a product. Elsewhere (burn-cuda: burn 0.21's default
 /// sigmoid is eight ops — cast, neg, exp, add, log, neg, exp, cast) `x / (1 + e^−x)` in f32,
 /// torch's own arithmetic: four ops, six with the casts of bf16/f16.
 pub fn silu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
-    let name = B::name(&x.device());
-    if ["flex", "libtorch", "ndarray"].iter().any(|n| name.contains(n)) {
+    if composes_well::<B>(&x.device()) {
         return burn::tensor::activation::silu(x);
     }
     let dtype = x.dtype();
@@ -192,9 +199,18 @@ impl<B: Backend> RopeTables<B> {
     pub fn apply(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let [n, w] = x.dims();
         let half = w / self.heads / 2;
-        // `cat(x2, x1)` per head: one flip of the halves axis (a cat of two slices was three
-        // kernels on burn-cuda: an allocation and one copy per input).
-        let swapped = x.clone().reshape([n, self.heads, 2, half]).flip([2]).reshape([n, w]);
+        // `cat(x2, x1)` per head. On burn-cuda one flip of the halves axis (one kernel; the cat
+        // of two slices was three: an allocation and a copy per input); on burn-flex, whose flip
+        // is a negative stride that the reshape then copies element by element, the cat (two
+        // contiguous copies: the flip made a prefill 10 % slower here).
+        let halves = x.clone().reshape([n, self.heads, 2, half]);
+        let swapped = if composes_well::<B>(&x.device()) {
+            let x1 = halves.clone().slice([0..n, 0..self.heads, 0..1, 0..half]);
+            let x2 = halves.slice([0..n, 0..self.heads, 1..2, 0..half]);
+            Tensor::cat(vec![x2, x1], 2).reshape([n, w])
+        } else {
+            halves.flip([2]).reshape([n, w])
+        };
         x * self.cos.clone() + swapped * self.sin.clone()
     }
 }
@@ -467,7 +483,8 @@ mod tests {
         // matmuls, 2 rotaries of 6 (a flip of the halves, was a cat of two slices: 8), 4 for
         // the KV write and its views, softmax 5, silu 4 (was 9: burn's sigmoid is 8), the
         // residual adds and the layout views. bf16 adds the casts HF makes: each norm's two,
-        // softmax's two, silu's two.
+        // softmax's two, silu's two. (This backend composes as burn-cuda does; burn-flex and
+        // libtorch keep the cat and burn's silu, which are cheaper there.)
         let got: Vec<usize> = counts.iter().map(|(n, _)| *n).collect();
         assert_eq!(got, [85, 97], "ops of a decode layer in f32 and bf16: {counts:?}");
     }
