@@ -132,8 +132,11 @@ impl<B: Backend> RmsNorm<B> {
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
         let dtype = x.dtype();
         let x = to_f32(x);
-        let var = x.clone().square().mean_dim(D - 1);
-        let normed = x * var.add_scalar(self.eps).sqrt().recip();
+        let var = x.clone().square().mean_dim(D - 1).add_scalar(self.eps);
+        // rsqrt: one op (`powf`) where each op is a launch; burn-flex and libtorch keep
+        // sqrt then 1/x, bit for bit what they computed before.
+        let inv = if composes_well::<B>(&var.device()) { var.sqrt().recip() } else { var.powf_scalar(-0.5) };
+        let normed = x * inv;
         let mut shape = [1usize; D];
         shape[D - 1] = self.weight.dims()[0];
         // HF: `weight * hidden.to(input_dtype)`.
@@ -479,14 +482,54 @@ mod tests {
             assert_eq!(out.dims(), [2, c.hidden_size]);
             counts.push((names.len(), names));
         }
-        // f32: 4 RMSNorms of 8 (square, mean, +ε, sqrt, 1/x, ·, the weight's reshape, ·), 7
+        // f32: 4 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
+        // reshape, ·), 7
         // matmuls, 2 rotaries of 6 (a flip of the halves, was a cat of two slices: 8), 4 for
         // the KV write and its views, softmax 5, silu 4 (was 9: burn's sigmoid is 8), the
         // residual adds and the layout views. bf16 adds the casts HF makes: each norm's two,
         // softmax's two, silu's two. (This backend composes as burn-cuda does; burn-flex and
-        // libtorch keep the cat and burn's silu, which are cheaper there.)
+        // libtorch keep the cat, sqrt and 1/x, and burn's silu, which are cheaper there.)
         let got: Vec<usize> = counts.iter().map(|(n, _)| *n).collect();
-        assert_eq!(got, [85, 97], "ops of a decode layer in f32 and bf16: {counts:?}");
+        assert_eq!(got, [81, 93], "ops of a decode layer in f32 and bf16: {counts:?}");
+    }
+
+    /// The compositions taken where each op is a launch (rotary by a flip, rsqrt by `powf`,
+    /// silu in four ops; the recording backend takes them, as burn-cuda does) give burn-flex's
+    /// logits to f32 rounding, on a Qwen3 and a Llama shape, prefill and a cached decode step.
+    #[test]
+    fn the_gpu_compositions_give_the_cpu_logits() {
+        use crate::{KvCache, Qwen3};
+        use arl_optim::opcount::{self, Counting};
+        let _lock = opcount::lock();
+        for name in ["tiny-vocab512", "llama-135m"] {
+            let preset = crate::presets::find(name).unwrap();
+            let mut config = preset.config();
+            config.num_hidden_layers = 2;
+            config.vocab_size = config.vocab_size.min(512);
+            let logits = |device: &dyn std::any::Any| -> Vec<f32> {
+                fn run<B: burn::tensor::backend::Backend>(c: &crate::ModelConfig, seed: u64, std: f32, d: &B::Device) -> Vec<f32> {
+                    let model = Qwen3::<B>::random(c.clone(), seed, std, d);
+                    let mut kv = KvCache::with_capacity(c.num_hidden_layers, 8);
+                    let ids = [vec![3u32, 17, 42, 9], vec![5, 6, 7, 8]];
+                    let pos = [vec![0, 1, 2, 3], vec![0, 1, 2, 3]];
+                    let h = model.hidden(&ids, &pos, None, Some(&mut kv));
+                    let prefill = model.head(h).into_data().to_vec::<f32>().unwrap();
+                    let bias = Tensor::<B, 3>::zeros([2, 1, 5], d);
+                    let h = model.hidden(&[vec![11], vec![12]], &[vec![4], vec![4]], Some(bias), Some(&mut kv));
+                    prefill.into_iter().chain(model.head(h).into_data().to_vec::<f32>().unwrap()).collect()
+                }
+                match device.downcast_ref::<burn::DispatchDevice>() {
+                    Some(d) => run::<burn::Dispatch>(&config, preset.seed, preset.init_std, d),
+                    None => run::<Counting>(&config, preset.seed, preset.init_std, &Default::default()),
+                }
+            };
+            let (cpu, gpu_like) = (logits(&crate::cpu()), logits(&()));
+            assert_eq!(cpu.len(), gpu_like.len());
+            let worst = cpu.iter().zip(&gpu_like).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "{name}: max |Δ logit| {worst}");
+            // Not 0: the recording backend did take the other compositions.
+            assert!(worst > 0.0, "{name}: no difference at all from burn-flex's compositions");
+        }
     }
 
     /// Off burn-flex and libtorch, `silu` is `x / (1 + e^−x)` in f32: four ops (burn's was
