@@ -238,7 +238,8 @@ pub struct AttentionMask<B: Backend> {
 
 impl<B: Backend> AttentionMask<B> {
     /// `bias` is `[B or 1, T, L]` (0 or −∞) with `L = past + T` keys, causal as above; `None`
-    /// for plain causal attention.
+    /// for plain causal attention. A wider bias (`L > past + T`: a static-shape cache, whose
+    /// later keys it masks) is taken whole by every chunk.
     pub fn new(bias: Option<Tensor<B, 3>>, [batch, past, t]: [usize; 3], c: &ModelConfig, dtype: DType, device: &B::Device) -> Self {
         #[cfg(debug_assertions)]
         if let Some(bias) = &bias {
@@ -246,7 +247,8 @@ impl<B: Backend> AttentionMask<B> {
         }
         let bias = bias.unwrap_or_else(|| causal_bias::<B>(t, past + t, device));
         let [bb, bt, l] = bias.dims();
-        assert_eq!((bt, l), (t, past + t), "an attention bias is [B or 1, T, past + T]");
+        assert!(bt == t && l >= past + t, "an attention bias is [B or 1, T, past + T] (or wider), got {:?}", [bb, bt, l]);
+        let whole = l > past + t;
         let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
         let rep = nh / nkv;
         let bias = to_dtype(bias, dtype);
@@ -254,7 +256,7 @@ impl<B: Backend> AttentionMask<B> {
             .step_by(QUERY_CHUNK)
             .map(|t0| {
                 let t1 = (t0 + QUERY_CHUNK).min(t);
-                let (rows, keys) = (t1 - t0, past + t1);
+                let (rows, keys) = (t1 - t0, if whole { l } else { past + t1 });
                 let part = if (t0, keys) == (0, l) { bias.clone() } else { bias.clone().slice([0..bb, t0..t1, 0..keys]) };
                 let per_head = part.reshape([bb, 1, rows, 1, keys]).repeat_dim(3, rep).repeat_dim(1, nkv);
                 let full = if bb == batch { per_head } else { per_head.repeat_dim(0, batch) };

@@ -124,6 +124,11 @@ pub fn generate_cached<B: Backend>(
         let n = rows.len();
         Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [n]), &device)
     };
+    // Static shapes where each op is a launch (a GPU): every decode step attends over the
+    // cache's whole capacity, the keys not written yet masked, so its ops keep one shape
+    // across steps (kernels compiled and tuned once). On the CPU attending over the keys so
+    // far is cheaper (a long generation's early steps would read the whole capacity).
+    let static_shapes = !computes_on_host::<B>(&device);
     let mut decode_start = None;
     loop {
         let live = live_rows(&slots);
@@ -164,14 +169,19 @@ pub fn generate_cached<B: Backend>(
         let l = kv.len();
         let ids: Vec<Vec<u32>> = slots.iter().map(|&(row, _)| vec![*out[row].ids.last().expect("a drawn token")]).collect();
         let positions: Vec<Vec<usize>> = slots.iter().map(|&(row, _)| vec![prompts[row].len() + out[row].ids.len() - 1]).collect();
+        // Keys `pad..=l` of each row (with static shapes the bias spans the capacity, which
+        // holds every step's keys: it was reserved for the whole generation).
+        let whole = static_shapes && kv.capacity() > l;
+        kv.set_static(whole);
+        let keys = if whole { kv.capacity() } else { l + 1 };
         let bias: Vec<f32> = slots
             .iter()
             .flat_map(|&(row, _)| {
                 let pad = pads[row];
-                (0..=l).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY })
+                (0..keys).map(move |j| if j >= pad && j <= l { 0.0 } else { f32::NEG_INFINITY })
             })
             .collect();
-        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, l + 1]), &device);
+        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, keys]), &device);
         let rows = (live.len() < slots.len()).then(|| index(&live));
         logits = crate::device::on_pool(|| {
             let hidden = model.hidden(&ids, &positions, Some(bias), Some(&mut kv));
@@ -655,6 +665,46 @@ mod tests {
             assert!(along.iter().any(|(name, _)| name.contains("CumSum")) || temperature == 0.0, "{along:?}");
             assert!(along.iter().all(|&(_, len)| len <= longest), "T {temperature}: an op runs along {along:?}");
         }
+    }
+
+    /// Where each op is a launch (the recording backend stands in for burn-cuda) every decode
+    /// step attends over the cache's whole capacity, later keys masked: the attention products
+    /// have one shape across steps (two before: prefill and decode), and the generation is
+    /// burn-flex's, whose steps attend over the keys so far (same ids, log-probabilities within
+    /// 1e-5), with a left-padded row and a row that leaves the batch early.
+    #[test]
+    fn decode_steps_keep_one_shape_where_each_op_is_a_launch() {
+        use arl_optim::opcount::{self, Counting};
+        use burn::backend::ir::{FloatOperationIr, OperationIr};
+        let _lock = opcount::lock();
+        let preset = crate::presets::find("tiny-vocab512").unwrap();
+        let prompts = vec![vec![3u32, 17, 42, 9, 5], vec![7, 8, 9], vec![11, 12, 13, 14]];
+        // Row 2 stops at its first 0 if it draws one; stop ids make rows leave the batch.
+        let opts = SamplingParams { temperature: 1.0, max_new_tokens: 7, seed: 5, stop_ids: Some(vec![0, 1, 2, 3]), ..Default::default() };
+        let cpu = Qwen3::<burn::Dispatch>::random(preset.config(), preset.seed, preset.init_std, &crate::cpu());
+        let want = generate(&cpu, &prompts, &opts).unwrap();
+        let gpu_like = Qwen3::<Counting>::random(preset.config(), preset.seed, preset.init_std, &Default::default());
+        opcount::take();
+        let got = generate(&gpu_like, &prompts, &opts).unwrap();
+        let ops = opcount::take();
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((&g.ids, g.finish), (&w.ids, w.finish), "row {r}");
+            let gap = g.sampler_logprobs.iter().zip(&w.sampler_logprobs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(gap <= 1e-5, "row {r}: log-probabilities differ by {gap}");
+        }
+        // Attention's products are the 4-D ones: (lhs, rhs) shapes without the batch rows.
+        let mut shapes: Vec<(Vec<usize>, Vec<usize>)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                OperationIr::Float(_, FloatOperationIr::Matmul(m)) if m.lhs.shape.num_dims() == 4 => {
+                    Some((m.lhs.shape.dims::<4>()[1..].to_vec(), m.rhs.shape.dims::<4>()[1..].to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+        shapes.sort();
+        shapes.dedup();
+        assert_eq!(shapes.len(), 4, "scores and values, prefill and decode: {shapes:?}");
     }
 
     #[test]
