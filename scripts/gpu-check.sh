@@ -16,6 +16,8 @@
 #                                   # what each printed goes to DIR (default results/gpu-check/)
 #
 # The stages (each one's output file in DIR):
+#   0. the cost of one launch: `arl bench ops` in f32 and bf16 (µs per trivial add and per
+#      decode-sized matmul; decides whether fewer launches or faster kernels matter more)  bench.jsonl
 #   1. crosscheck cpu,cuda: two fixtures (f32 within 1e-4: f32, not tf32), the Qwen3-0.6B
 #      shape (random weights, 1e-3), a fixture in bf16                                   crosscheck.jsonl
 #   2. the peer benchmark (#17): arl cuda vs HF generate / PyTorch eager on cuda, the
@@ -29,8 +31,11 @@
 #      carried as dist/tch-cuda/arl.xz) against cpu on two fixtures, and its
 #      `bench score` and `bench gen` in bf16 (a dev build: arl's own crates unoptimized),
 #      if that binary is there                                                          tch-cuda.jsonl
-# and log.txt: everything in order, with each stage's seconds. At most 8 files (the device
-# tool brings back 8).
+# and log.txt: everything in order, with each stage's seconds; and autotune.tar.gz, burn's
+# autotune results (`target/autotune`, written by the `cuda` build's kernel tuning): `build`
+# packs DIR's last one (ARL_GPU_AUTOTUNE, default results/gpu-check/autotune.tar.gz) beside the
+# binaries and `run` unpacks it first, so a later check starts tuned. At most 8 files (the
+# device tool brings back 8).
 #
 # Without a GPU (no nvidia-smi), `run` is a dry run of the same stages with `cpu` standing in
 # for `cuda` and tiny sizes, so the script itself is tested here (stage 2 needs a Python with
@@ -60,6 +65,8 @@ build)
     rm -rf "$BIN/bin"
     # The assets stages 3 and 5 read from ~/.cache/arl/assets (a fresh machine has none); not
     # the WASI interpreter's compiled-module cache, which a wasm run leaves under pytest/.
+    tuned="${ARL_GPU_AUTOTUNE:-results/gpu-check/autotune.tar.gz}"
+    [ ! -f "$tuned" ] || cp "$tuned" "$BIN/autotune.tar.gz"
     for setup in qwen3-tokenizer pytest; do bash "scripts/setup/$setup.sh" >&2; done
     tar -C "$HOME/.cache/arl/assets" --exclude='pytest/wasm-pyc-*' -czf "$BIN/assets.tar.gz" qwen3-tokenizer pytest
     ls -la "$BIN"
@@ -81,6 +88,10 @@ run)
     if [ -f "$BIN/assets.tar.gz" ] && [ ! -d "$HOME/.cache/arl/assets/pytest" ]; then
         mkdir -p "$HOME/.cache/arl/assets" && tar -C "$HOME/.cache/arl/assets" -xzf "$BIN/assets.tar.gz"
     fi
+    # burn's autotune cache lives under target/ of the tree holding Cargo.toml (this one).
+    if [ -f "$BIN/autotune.tar.gz" ] && [ ! -d target/autotune ]; then
+        mkdir -p target && tar -C target -xzf "$BIN/autotune.tar.gz"
+    fi
     arl="$BIN/arl"
     [ -x "$arl" ] || arl="${ARL:-$(command -v arl || true)}"
     [ -x "$arl" ] || { echo "error: no $BIN/arl; run \`scripts/gpu-check.sh build\` first (or set ARL=path)" >&2; exit 1; }
@@ -90,11 +101,13 @@ run)
         gpu=cuda; big=qwen3-0.6b; small="--samples 8 --max-new-tokens 32"
         # `bench gen` and `bench score` sizes, as scripts/bench/peer.py's defaults.
         gen="--batch 8 --prompt-len 64 --new-tokens 64"; score="--batch 4 --seq-len 512 --policy-frac 0.25 --steps 2"
+        ops="--adds 10000 --matmuls 1000"
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     else
         echo "no GPU: dry run with cpu in place of cuda"
         gpu=cpu; big=tiny; small="--samples 2 --max-new-tokens 4"
         gen="--batch 2 --prompt-len 8 --new-tokens 4"; score="--batch 1 --seq-len 16 --steps 1"
+        ops="--adds 100 --matmuls 2"
     fi
     left() { echo $((budget - SECONDS)); }
     # `stage NAME CAP FN`: runs the function FN (below) in a shell of its own under
@@ -106,6 +119,12 @@ run)
         echo "== $name (up to ${lim}s)"
         timeout --kill-after=5 "$lim" bash -o pipefail -c "$fn" || echo "== $name: exit $? (124: out of time)"
         echo "== $name: $((SECONDS - t0))s"
+    }
+    launch() {
+        local dt
+        for dt in f32 bf16; do
+            "$arl" bench ops --backend "$gpu" --dtype "$dt" $ops | tee -a "$out/bench.jsonl"
+        done
     }
     crosscheck() {
         for fx in qwen3-a llama; do
@@ -181,17 +200,21 @@ run)
         [ -x "$BIN/integration" ] && [ "$gpu" = cuda ] || { echo "no GPU or no $BIN/integration: skipped"; return 0; }
         (cd tests && "../$BIN/integration" cuda 2>&1) | tee "$out/tests.txt"
     }
-    export arl gpu big small gen score out BIN
-    export -f crosscheck peer bench run_tools tch_cuda tests
+    export arl gpu big small gen score ops out BIN
+    export -f launch crosscheck peer bench run_tools tch_cuda tests
     # Caps from the first run on an H200 (results/gpu-check-h200/): stage 1 took 46 s,
     # stage 2 158 s (+≈60 s with a before column), one `bench gen` ≈30 s, `arl run`'s
     # evaluations ≈40 s each at 256 tokens.
+    stage "0 launch cost (bench ops) on $gpu" 30 launch
     stage "1 crosscheck cpu,$gpu" 75 crosscheck
     stage "2 peer benchmark on $gpu" 270 peer
     stage "3 CUDA-side tests" 60 tests
     stage "4 bench gen $gpu f32, bf16" 80 bench
     stage "5 arl run --env tools --backend $gpu" 150 run_tools
     stage "6 tch-cuda crosscheck, bench score, bench gen" 90 tch_cuda
+    if [ -d target/autotune ]; then
+        tar -C target -czf "$out/autotune.tar.gz" autotune && echo "== autotune cache: $(du -sh "$out/autotune.tar.gz" | cut -f1)"
+    fi
     echo "== done in ${SECONDS}s"
     ;;
 *)

@@ -456,6 +456,13 @@ fn cli_generate_and_bench_gen_run_on_a_preset() {
         arl_tests::arl(&["bench", "gen", "--model", "tiny-vocab512", "--batch", "2", "--prompt-len", "3", "--new-tokens", "3"]).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["decode_tokens_per_s"].as_f64().unwrap() > 0.0 && doc["prefill_tokens_per_s"].as_f64().unwrap() > 0.0);
+    // The warm-up generates as many tokens as the timed call (every KV length seen before it).
+    assert_eq!(doc["warmup_new_tokens"], 3, "{doc}");
+    let out = arl_tests::arl(&["bench", "ops", "--adds", "20", "--matmuls", "2", "--rows", "2"]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in ["us_per_add", "us_per_matmul"] {
+        assert!(doc[key].as_f64().is_some_and(|us| us > 0.0 && us.is_finite()), "{key}: {doc}");
+    }
     let out = arl_tests::arl(&["bench", "score", "--model", "tiny-vocab512", "--batch", "2", "--seq-len", "8", "--steps", "1"]).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["tokens_per_s"].as_f64().unwrap() > 0.0);

@@ -2,13 +2,13 @@
 
 use burn::Dispatch;
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
-use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::clip_global_norm;
+use crate::flat::FlatAdamW;
 
 /// AdamW and clipping settings (torch's defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -41,22 +41,18 @@ pub struct StepStats {
     pub non_finite: bool,
 }
 
-pub struct Optim<M: AutodiffModule<Dispatch>> {
+/// The optimizer of a module on `B` (burn's `Dispatch` unless a test records its ops): the
+/// global clip and AdamW run over flat buffers ([`crate::flat`]), burn's AdamW to rounding.
+pub struct Optim<M: AutodiffModule<B>, B: AutodiffBackend = Dispatch> {
     pub(crate) config: OptimConfig,
-    pub(crate) adamw: OptimizerAdaptor<AdamW, M, Dispatch>,
+    pub(crate) adamw: FlatAdamW<B>,
     accumulated: GradientsAccumulator<M>,
     micro_batches: u32,
 }
 
-impl<M: AutodiffModule<Dispatch>> Optim<M> {
+impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<M, B> {
     pub fn new(config: OptimConfig) -> Self {
-        let adamw = AdamWConfig::new()
-            .with_beta_1(config.beta1 as f32)
-            .with_beta_2(config.beta2 as f32)
-            .with_epsilon(config.eps as f32)
-            .with_weight_decay(config.weight_decay as f32)
-            .init::<Dispatch, M>();
-        Self { config, adamw, accumulated: GradientsAccumulator::new(), micro_batches: 0 }
+        Self { config, adamw: FlatAdamW::new(), accumulated: GradientsAccumulator::new(), micro_batches: 0 }
     }
 
     pub fn config(&self) -> &OptimConfig {
@@ -65,7 +61,7 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
 
     /// Backpropagate one micro-batch's (already normalized) scalar loss and add its
     /// gradients to the accumulated ones.
-    pub fn backward(&mut self, module: &M, loss: Tensor<Dispatch, 1>) {
+    pub fn backward(&mut self, module: &M, loss: Tensor<B, 1>) {
         let grads = GradientsParams::from_grads(loss.backward(), module);
         self.accumulated.accumulate(module, grads);
         self.micro_batches += 1;
@@ -76,7 +72,7 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
     /// takes after a backward through a loss weighted by zero: the moments decay, the step
     /// count advances, momentum and weight decay move the weights.
     pub fn backward_zero(&mut self, module: &M) {
-        let mut zeros = ZeroGrads { grads: GradientsParams::new() };
+        let mut zeros = ZeroGrads::<B> { grads: GradientsParams::new(), backend: std::marker::PhantomData };
         module.visit(&mut zeros);
         self.accumulated.accumulate(module, zeros.grads);
         self.micro_batches += 1;
@@ -90,13 +86,13 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         if micro_batches == 0 {
             return (module, StepStats::default());
         }
-        let mut grads = self.accumulated.grads();
-        let grad_norm = clip_global_norm::<Dispatch, M>(&module, &mut grads, self.config.grad_clip);
-        if !grad_norm.is_finite() {
+        let grads = self.accumulated.grads();
+        let (module, outcome) = self.adamw.step(module, grads, &self.config, lr);
+        let grad_norm = outcome.grad_norm;
+        if outcome.non_finite {
             return (module, StepStats { grad_norm, clipped: false, micro_batches, non_finite: true });
         }
         let clipped = self.config.grad_clip > 0.0 && grad_norm + 1e-6 > self.config.grad_clip;
-        let module = self.adamw.step(lr, module, grads);
         (module, StepStats { grad_norm, clipped, micro_batches, non_finite: false })
     }
 
@@ -108,14 +104,15 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
 }
 
 /// A zero gradient for every parameter that trains.
-struct ZeroGrads {
+struct ZeroGrads<B> {
     grads: GradientsParams,
+    backend: std::marker::PhantomData<B>,
 }
 
-impl ModuleVisitor<Dispatch> for ZeroGrads {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+impl<B: AutodiffBackend> ModuleVisitor<B> for ZeroGrads<B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if param.val().is_require_grad() {
-            self.grads.register::<Dispatch, D>(param.id, param.val().inner().zeros_like());
+            self.grads.register::<B::InnerBackend, D>(param.id, param.val().inner().zeros_like());
         }
     }
 }
@@ -125,8 +122,8 @@ mod tests {
     use super::*;
     use burn::tensor::TensorData;
 
-    use crate::global_grad_norm;
     use crate::testing::{Two, device, two};
+    use crate::{clip_global_norm, global_grad_norm};
 
     fn model() -> Two<Dispatch> {
         two(vec![1.0, -2.0, 0.5, 3.0], vec![0.25, -1.0])
@@ -278,6 +275,124 @@ mod tests {
         assert!(!stats.non_finite);
         let moved = values(m.a.val());
         assert!((moved[0] as f64 - (1.0 - 0.1)).abs() < 1e-5, "{moved:?}");
+    }
+
+    /// The step is burn's `OptimizerAdaptor<AdamW>` after the per-tensor global clip it
+    /// replaced: bit for bit unclipped, to rounding clipped (the norm is summed in another
+    /// order), over steps where one parameter has no gradient (its moments wait, the buffers
+    /// regroup), with weight decay, in f32 and bf16 — on burn-flex (a group per parameter) and
+    /// on the recording backend (flat buffers, as on a GPU).
+    #[test]
+    fn the_step_is_burns_adamw_step_flat_or_not() {
+        use crate::opcount::CountingAutodiff;
+        check_against_burn::<Dispatch>(&device());
+        let _lock = crate::opcount::lock();
+        check_against_burn::<CountingAutodiff>(&Default::default());
+    }
+
+    fn check_against_burn<B: burn::tensor::backend::AutodiffBackend>(d: &B::Device) {
+        use burn::module::Module;
+        use burn::optim::{AdamWConfig, Optimizer};
+        use burn::tensor::DType;
+        #[derive(Module, Debug)]
+        struct Three<B: burn::tensor::backend::Backend> {
+            a: Param<Tensor<B, 2>>,
+            b: Param<Tensor<B, 1>>,
+            c: Param<Tensor<B, 2>>,
+        }
+        let make = |dtype: DType| {
+            let t = |v: Vec<f32>, s: [usize; 2]| Param::from_tensor(Tensor::<B, 2>::from_data(TensorData::new(v, s), (d, dtype)));
+            Three {
+                a: t(vec![1.0, -2.0, 0.5, 3.0, 0.7, -0.1], [2, 3]),
+                b: Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(vec![0.25f32, -1.0], [2]), (d, dtype))),
+                c: t(vec![0.3, -0.6, 0.9], [3, 1]),
+            }
+        };
+        // Step 2 leaves `c` out of the loss: no gradient, no step for it.
+        let loss = |m: &Three<B>, step: usize| {
+            let ab = m.a.val().powi_scalar(2).sum().mul_scalar(0.5) + (m.b.val() * m.b.val().exp()).sum();
+            if step == 2 { ab } else { ab + m.c.val().sin().sum().mul_scalar(3.0) }
+        };
+        let host = |m: &Three<B>| -> Vec<f32> {
+            [m.a.val().into_data(), m.b.val().into_data(), m.c.val().into_data()]
+                .into_iter()
+                .flat_map(|d| d.convert::<f32>().to_vec::<f32>().unwrap())
+                .collect()
+        };
+        for dtype in [DType::F32, DType::BF16] {
+            for clip in [0.0, 0.5] {
+                let config = OptimConfig { weight_decay: 0.1, grad_clip: clip, ..Default::default() };
+                let mut ours = Optim::<Three<B>, B>::new(config.clone());
+                let mut theirs = AdamWConfig::new()
+                    .with_beta_1(config.beta1 as f32)
+                    .with_beta_2(config.beta2 as f32)
+                    .with_epsilon(config.eps as f32)
+                    .with_weight_decay(config.weight_decay as f32)
+                    .init::<B, Three<B>>();
+                let (mut m1, mut m2) = (make(dtype), make(dtype));
+                for step in 0..5 {
+                    ours.backward(&m1, loss(&m1, step).reshape([1]));
+                    let (next, stats) = ours.step(m1, 0.05);
+                    m1 = next;
+                    let mut grads = GradientsParams::from_grads(loss(&m2, step).backward(), &m2);
+                    let norm = clip_global_norm::<B, _>(&m2, &mut grads, clip);
+                    m2 = theirs.step(0.05, m2, grads);
+                    let what = format!("{}, {dtype:?}, clip {clip}, step {step}", B::name(d));
+                    assert!((stats.grad_norm - norm).abs() <= 1e-6 * norm, "{what}: norm {} vs {norm}", stats.grad_norm);
+                    assert_eq!(stats.clipped, clip > 0.0, "{what}: the clip is active ({norm})");
+                    let (ours_v, theirs_v) = (host(&m1), host(&m2));
+                    if clip == 0.0 {
+                        assert_eq!(ours_v, theirs_v, "{what}");
+                    } else {
+                        // One rounding of the coefficient: an f32 hair, or one bf16 step.
+                        let tol = if dtype == DType::BF16 { 1.0 / 128.0 } else { 1e-6 };
+                        for (x, y) in ours_v.iter().zip(&theirs_v) {
+                            assert!((x - y).abs() <= tol * y.abs().max(1.0), "{what}: {ours_v:?} vs {theirs_v:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A step is a dozen ops on the flat buffers and five per parameter (three of them views),
+    /// not burn's AdamW's 15 per parameter plus the per-tensor clip's 4: counted on the
+    /// recording backend and pinned.
+    #[test]
+    fn a_step_runs_a_few_ops_per_parameter() {
+        use crate::opcount::{self, CountingAutodiff};
+        use burn::module::Module;
+        #[derive(Module, Debug)]
+        struct Many<B: burn::tensor::backend::Backend> {
+            ps: Vec<Param<Tensor<B, 2>>>,
+        }
+        let _lock = opcount::lock();
+        let d = Default::default();
+        let count = |n: usize| -> Vec<usize> {
+            let values = |i: usize| TensorData::new((0..6).map(|j| (i * 6 + j) as f32 * 0.1 - 1.0).collect::<Vec<_>>(), [2, 3]);
+            let mut m = Many { ps: (0..n).map(|i| Param::from_tensor(Tensor::<CountingAutodiff, 2>::from_data(values(i), &d))).collect() };
+            let mut optim = Optim::<Many<CountingAutodiff>, CountingAutodiff>::new(OptimConfig { weight_decay: 0.1, ..Default::default() });
+            (0..2)
+                .map(|_| {
+                    let loss = m.ps.iter().map(|p| p.val().powi_scalar(2).sum()).reduce(|a, b| a + b).unwrap();
+                    optim.backward(&m, loss);
+                    opcount::take();
+                    let (next, stats) = optim.step(m.clone(), 0.1);
+                    assert!(stats.clipped);
+                    m = next;
+                    opcount::names(&opcount::take()).len()
+                })
+                .collect()
+        };
+        let (few, many) = (count(2), count(12));
+        // Per parameter, in the first step and a later one: three views (the gradient's
+        // reshape, the update's slice and reshape), the decay and the subtraction — burn's
+        // AdamW took 15 and the per-tensor clip 4 more.
+        let per: Vec<usize> = few.iter().zip(&many).map(|(f, m)| (m - f) / 10).collect();
+        assert_eq!(per, [5, 5], "ops per parameter: {few:?} for 2 parameters, {many:?} for 12");
+        // On the flat buffers: the cat, the norm (square, sum), the clip, the moments (2 ops
+        // fresh, 7 after), bias corrections, sqrt, ε, the division and the learning rate.
+        assert_eq!(few, [13 + 2 * 5, 17 + 2 * 5], "ops of a step on 2 parameters");
     }
 
     #[test]

@@ -10,17 +10,16 @@
 //! index, so a LoRA run's state holds and counts only its adapters. Moments are restored in
 //! their parameter's dtype (f32 on disk holds bf16/f16 exactly).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use burn::Dispatch;
-use burn::module::{AutodiffModule, ModuleVisitor, Param, ParamId};
-use burn::optim::record::AdaptorRecord;
-use burn::optim::{AdamW, AdamWState, AdaptiveMomentumState, Optimizer};
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
+use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::Optim;
+use crate::flat::{FlatAdamW, Group, Moments};
 
 /// Reading or writing the optimizer state failed, or it does not fit the module.
 #[derive(Debug, thiserror::Error)]
@@ -31,16 +30,12 @@ pub enum StateError {
     Mismatch { path: String, message: String },
 }
 
-type Record = AdaptorRecord<AdamW, Dispatch>;
-
-impl<M: AutodiffModule<Dispatch>> Optim<M> {
+impl<B: AutodiffBackend, M: AutodiffModule<B>> Optim<M, B> {
     /// Write the AdamW moments of `module`'s parameters to `path` (safetensors), by
     /// parameter order. Accumulated, unstepped gradients are not saved.
     pub fn save_state(&self, module: &M, path: &Path) -> Result<(), StateError> {
         let io = |e: String| StateError::Io { path: path.display().to_string(), message: e };
-        let records = self.adamw.to_record();
-        let lookup = |id: &ParamId| records.get(id).cloned();
-        let mut saver = Saver { lookup: &lookup, index: 0, tensors: Vec::new(), meta: HashMap::new() };
+        let mut saver = Saver::<B> { groups: &self.adamw.groups, index: 0, tensors: Vec::new(), meta: HashMap::new() };
         module.visit(&mut saver);
         let Saver { tensors, mut meta, index, .. } = saver;
         meta.insert("parameters".into(), index.to_string());
@@ -61,10 +56,7 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
         let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| StateError::Io { path: p.clone(), message: e.to_string() })?;
         let meta = header.metadata().clone().unwrap_or_default();
         let st = SafeTensors::deserialize(&bytes).map_err(|e| StateError::Io { path: p.clone(), message: e.to_string() })?;
-        let fresh = Self::new(self.config.clone());
-        let mut records = fresh.adamw.to_record();
-        records.clear();
-        let mut loader = Loader { st: &st, meta: &meta, index: 0, records: Vec::new(), error: None };
+        let mut loader = Loader::<B> { st: &st, meta: &meta, index: 0, parts: BTreeMap::new(), error: None };
         module.visit(&mut loader);
         if let Some(message) = loader.error {
             return Err(StateError::Mismatch { path: p, message });
@@ -76,53 +68,54 @@ impl<M: AutodiffModule<Dispatch>> Optim<M> {
                 message: format!("{saved} trainable parameters saved, the model has {}", loader.index),
             });
         }
-        for (id, record) in loader.records {
-            records.insert(id, record);
-        }
-        self.adamw = fresh.adamw.load_record(records);
+        self.adamw = FlatAdamW { groups: FlatAdamW::join(loader.parts) };
         self.zero_grad();
         Ok(())
     }
 }
 
-struct Saver<'a> {
-    lookup: &'a dyn Fn(&ParamId) -> Option<Record>,
+struct Saver<'a, B: AutodiffBackend> {
+    groups: &'a [Group<B>],
     index: usize,
     tensors: Vec<(String, Vec<usize>, Vec<u8>)>,
     meta: HashMap<String, String>,
 }
 
-fn f32_bytes<const D: usize>(t: Tensor<Dispatch, D>) -> Vec<u8> {
+fn f32_bytes<B: burn::tensor::backend::Backend, const D: usize>(t: Tensor<B, D>) -> Vec<u8> {
     t.into_data().convert::<f32>().as_bytes().to_vec()
 }
 
-impl ModuleVisitor<Dispatch> for Saver<'_> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+impl<B: AutodiffBackend> ModuleVisitor<B> for Saver<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if !param.val().is_require_grad() {
             return;
         }
         let i = self.index;
         self.index += 1;
-        let Some(record) = (self.lookup)(&param.id) else { return };
-        let state: AdamWState<Dispatch, D> = record.into_state::<D>();
-        let m = state.momentum;
-        self.meta.insert(format!("{i}.time"), m.time.to_string());
-        let shape = m.moment_1.dims().to_vec();
-        self.tensors.push((format!("{i}.moment_1"), shape.clone(), f32_bytes(m.moment_1)));
-        self.tensors.push((format!("{i}.moment_2"), shape, f32_bytes(m.moment_2)));
+        let Some((group, range)) = self.groups.iter().find_map(|g| g.range(i).map(|r| (g, r))) else { return };
+        self.meta.insert(format!("{i}.time"), group.time.to_string());
+        let shape = param.val().dims().to_vec();
+        let part = |t: &Tensor<B::InnerBackend, 1>| f32_bytes(t.clone().narrow(0, range.start, range.len()));
+        self.tensors.push((format!("{i}.moment_1"), shape.clone(), part(&group.m)));
+        self.tensors.push((format!("{i}.moment_2"), shape, part(&group.v)));
     }
 }
 
-struct Loader<'a> {
+struct Loader<'a, B: AutodiffBackend> {
     st: &'a SafeTensors<'a>,
     meta: &'a HashMap<String, String>,
     index: usize,
-    records: Vec<(ParamId, Record)>,
+    parts: BTreeMap<usize, Moments<B>>,
     error: Option<String>,
 }
 
-impl Loader<'_> {
-    fn tensor<const D: usize>(&self, name: &str, shape: &[usize], like: &Tensor<Dispatch, D>) -> Result<Tensor<Dispatch, D>, String> {
+impl<B: AutodiffBackend> Loader<'_, B> {
+    fn tensor<const D: usize>(
+        &self,
+        name: &str,
+        shape: &[usize],
+        like: &Tensor<B::InnerBackend, D>,
+    ) -> Result<Tensor<B::InnerBackend, 1>, String> {
         let view = self.st.tensor(name).map_err(|e| format!("{name}: {e}"))?;
         if view.shape() != shape || view.dtype() != Dtype::F32 {
             return Err(format!("{name}: shape {:?} {:?}, the parameter is {shape:?}", view.shape(), view.dtype()));
@@ -130,12 +123,13 @@ impl Loader<'_> {
         let values: Vec<f32> = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         // In the parameter's dtype (a bf16 run's moments are bf16): `from_data` on a bare
         // device would make them the device's default float type, f32.
-        Ok(Tensor::from_data(TensorData::new(values, shape.to_vec()), (&like.device(), like.dtype())))
+        let n = values.len();
+        Ok(Tensor::from_data(TensorData::new(values, [n]), (&like.device(), like.dtype())))
     }
 }
 
-impl ModuleVisitor<Dispatch> for Loader<'_> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Dispatch, D>>) {
+impl<B: AutodiffBackend> ModuleVisitor<B> for Loader<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         if !param.val().is_require_grad() {
             return;
         }
@@ -149,12 +143,14 @@ impl ModuleVisitor<Dispatch> for Loader<'_> {
         let shape = inner.dims().to_vec();
         let result = (|| {
             let time: usize = time.parse().map_err(|_| format!("{i}.time: not a number: {time}"))?;
-            let m1 = self.tensor::<D>(&format!("{i}.moment_1"), &shape, &inner)?;
-            let m2 = self.tensor::<D>(&format!("{i}.moment_2"), &shape, &inner)?;
-            Ok::<_, String>(AdamWState::new(AdaptiveMomentumState::new(time, m1, m2)))
+            let m = self.tensor::<D>(&format!("{i}.moment_1"), &shape, &inner)?;
+            let v = self.tensor::<D>(&format!("{i}.moment_2"), &shape, &inner)?;
+            Ok::<_, String>(Moments { dtype: inner.dtype(), time, m, v })
         })();
         match result {
-            Ok(state) => self.records.push((param.id, Record::from_state::<D>(state))),
+            Ok(moments) => {
+                self.parts.insert(i, moments);
+            }
             Err(e) => self.error = Some(format!("parameter {i}: {e}")),
         }
     }

@@ -15,6 +15,9 @@ pub struct LayerCache<B: Backend> {
     len: usize,
     /// Positions to allocate when the first keys arrive.
     reserve: usize,
+    /// Attention reads the whole buffer (every position up to the capacity; the caller masks
+    /// those not written yet), not the first `len`: static shapes ([`KvCache::set_static`]).
+    whole: bool,
 }
 
 impl<B: Backend> LayerCache<B> {
@@ -40,7 +43,8 @@ impl<B: Backend> LayerCache<B> {
         let kb = kb.slice_assign([0..b, 0..h, self.len..end, 0..d], k);
         let vb = vb.slice_assign([0..b, 0..h, self.len..end, 0..d], v);
         self.len = end;
-        let views = (kb.clone().slice([0..b, 0..h, 0..end, 0..d]), vb.clone().slice([0..b, 0..h, 0..end, 0..d]));
+        let upto = if self.whole { kb.dims()[2] } else { end };
+        let views = (kb.clone().slice([0..b, 0..h, 0..upto, 0..d]), vb.clone().slice([0..b, 0..h, 0..upto, 0..d]));
         self.kv = Some((kb, vb));
         views
     }
@@ -57,7 +61,22 @@ impl<B: Backend> KvCache<B> {
     }
 
     pub fn with_capacity(num_layers: usize, capacity: usize) -> Self {
-        Self { layers: (0..num_layers).map(|_| LayerCache { kv: None, len: 0, reserve: capacity }).collect() }
+        Self { layers: (0..num_layers).map(|_| LayerCache { kv: None, len: 0, reserve: capacity, whole: false }).collect() }
+    }
+
+    /// Static shapes: from now on attention reads every position up to the capacity, so each
+    /// decode step's ops have the same shapes (kernels compiled and tuned once, a step
+    /// capturable as a CUDA graph); the caller's mask hides the positions not written yet
+    /// (zeros, so they add exact zeros to the attention output).
+    pub fn set_static(&mut self, on: bool) {
+        for layer in &mut self.layers {
+            layer.whole = on;
+        }
+    }
+
+    /// Positions the buffers hold (0 before the first keys arrive).
+    pub fn capacity(&self) -> usize {
+        self.layers.first().and_then(|l| l.kv.as_ref()).map_or(0, |(k, _)| k.dims()[2])
     }
 
     /// Cached positions (the same for every row; left padding keeps rows aligned).

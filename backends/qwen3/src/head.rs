@@ -42,8 +42,8 @@ pub fn chunk_rows(vocab: usize) -> usize {
 /// tied to the embeddings, or its `[hidden, vocab]` matrix).
 pub fn project<B: Backend>(model: &Qwen3<B>, normed: Tensor<B, 2>) -> Tensor<B, 2> {
     let logits = match &model.lm_head {
-        Some(w) => normed.matmul(w.val()),
-        None => normed.matmul(model.embed_tokens.val().transpose()),
+        Some(w) => crate::layers::matmul(normed, w.val()),
+        None => crate::layers::matmul(normed, model.embed_tokens.val().transpose()),
     };
     to_f32(logits)
 }

@@ -4,7 +4,7 @@
 //! (SPEC.md §1.2).
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::{silu, softmax};
+use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
 
@@ -22,6 +22,43 @@ pub fn to_f32<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
 /// `x` in `dtype` (no op when it already is).
 pub fn to_dtype<B: Backend, const D: usize>(x: Tensor<B, D>, dtype: DType) -> Tensor<B, D> {
     if x.dtype() == dtype { x } else { x.cast(dtype) }
+}
+
+/// `a · b`, or zeros when a dimension is 0: never an empty matmul (burn-cuda's matmul
+/// autotune divides by zero on one, tracel-ai/burn#5117, fixed after 0.21). Batch dimensions
+/// broadcast as in `matmul`.
+pub fn matmul<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    let (da, db) = (a.dims(), b.dims());
+    if da.contains(&0) || db.contains(&0) {
+        let mut out = da;
+        out[D - 1] = db[D - 1];
+        for i in 0..D - 2 {
+            out[i] = da[i].max(db[i]);
+        }
+        return Tensor::zeros(out, (&a.device(), a.dtype()));
+    }
+    a.matmul(b)
+}
+
+/// Whether `device`'s backend has its own one-kernel sigmoid and a cheap `cat` (burn-flex,
+/// libtorch, ndarray), so burn's op compositions suit it as they are; burn-cuda (burn-cubecl)
+/// decomposes sigmoid into eight ops and `cat` into one copy per input.
+fn composes_well<B: Backend>(device: &B::Device) -> bool {
+    let name = B::name(device);
+    ["flex", "libtorch", "ndarray"].iter().any(|n| name.contains(n))
+}
+
+/// `silu(x) = x · sigmoid(x)`. Where the backend's sigmoid is one kernel (burn-flex,
+/// libtorch) burn's `silu`: sigmoid and a product. Elsewhere (burn-cuda: burn 0.21's default
+/// sigmoid is eight ops — cast, neg, exp, add, log, neg, exp, cast) `x / (1 + e^−x)` in f32,
+/// torch's own arithmetic: four ops, six with the casts of bf16/f16.
+pub fn silu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    if composes_well::<B>(&x.device()) {
+        return burn::tensor::activation::silu(x);
+    }
+    let dtype = x.dtype();
+    let x = to_f32(x);
+    to_dtype(x.clone() / x.neg().exp().add_scalar(1.0), dtype)
 }
 
 pub(crate) fn param<B: Backend, const D: usize>(data: Vec<f32>, shape: [usize; D], device: &B::Device) -> Param<Tensor<B, D>> {
@@ -56,7 +93,7 @@ impl<B: Backend> Linear<B> {
 
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let adapter = self.lora.as_ref().map(|l| l.forward(x.clone()));
-        let y = x.matmul(self.weight.val());
+        let y = matmul(x, self.weight.val());
         let y = match &self.bias {
             Some(b) => y + b.val().unsqueeze_dim(0),
             None => y,
@@ -95,8 +132,11 @@ impl<B: Backend> RmsNorm<B> {
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
         let dtype = x.dtype();
         let x = to_f32(x);
-        let var = x.clone().square().mean_dim(D - 1);
-        let normed = x * var.add_scalar(self.eps).sqrt().recip();
+        let var = x.clone().square().mean_dim(D - 1).add_scalar(self.eps);
+        // rsqrt: one op (`powf`) where each op is a launch; burn-flex and libtorch keep
+        // sqrt then 1/x, bit for bit what they computed before.
+        let inv = if composes_well::<B>(&var.device()) { var.sqrt().recip() } else { var.powf_scalar(-0.5) };
+        let normed = x * inv;
         let mut shape = [1usize; D];
         shape[D - 1] = self.weight.dims()[0];
         // HF: `weight * hidden.to(input_dtype)`.
@@ -162,10 +202,18 @@ impl<B: Backend> RopeTables<B> {
     pub fn apply(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let [n, w] = x.dims();
         let half = w / self.heads / 2;
+        // `cat(x2, x1)` per head. On burn-cuda one flip of the halves axis (one kernel; the cat
+        // of two slices was three: an allocation and a copy per input); on burn-flex, whose flip
+        // is a negative stride that the reshape then copies element by element, the cat (two
+        // contiguous copies: the flip made a prefill 10 % slower here).
         let halves = x.clone().reshape([n, self.heads, 2, half]);
-        let x1 = halves.clone().slice([0..n, 0..self.heads, 0..1, 0..half]);
-        let x2 = halves.slice([0..n, 0..self.heads, 1..2, 0..half]);
-        let swapped = Tensor::cat(vec![x2, x1], 2).reshape([n, w]);
+        let swapped = if composes_well::<B>(&x.device()) {
+            let x1 = halves.clone().slice([0..n, 0..self.heads, 0..1, 0..half]);
+            let x2 = halves.slice([0..n, 0..self.heads, 1..2, 0..half]);
+            Tensor::cat(vec![x2, x1], 2).reshape([n, w])
+        } else {
+            halves.flip([2]).reshape([n, w])
+        };
         x * self.cos.clone() + swapped * self.sin.clone()
     }
 }
@@ -190,7 +238,8 @@ pub struct AttentionMask<B: Backend> {
 
 impl<B: Backend> AttentionMask<B> {
     /// `bias` is `[B or 1, T, L]` (0 or −∞) with `L = past + T` keys, causal as above; `None`
-    /// for plain causal attention.
+    /// for plain causal attention. A wider bias (`L > past + T`: a static-shape cache, whose
+    /// later keys it masks) is taken whole by every chunk.
     pub fn new(bias: Option<Tensor<B, 3>>, [batch, past, t]: [usize; 3], c: &ModelConfig, dtype: DType, device: &B::Device) -> Self {
         #[cfg(debug_assertions)]
         if let Some(bias) = &bias {
@@ -198,7 +247,8 @@ impl<B: Backend> AttentionMask<B> {
         }
         let bias = bias.unwrap_or_else(|| causal_bias::<B>(t, past + t, device));
         let [bb, bt, l] = bias.dims();
-        assert_eq!((bt, l), (t, past + t), "an attention bias is [B or 1, T, past + T]");
+        assert!(bt == t && l >= past + t, "an attention bias is [B or 1, T, past + T] (or wider), got {:?}", [bb, bt, l]);
+        let whole = l > past + t;
         let (nh, nkv) = (c.num_attention_heads, c.num_key_value_heads);
         let rep = nh / nkv;
         let bias = to_dtype(bias, dtype);
@@ -206,7 +256,7 @@ impl<B: Backend> AttentionMask<B> {
             .step_by(QUERY_CHUNK)
             .map(|t0| {
                 let t1 = (t0 + QUERY_CHUNK).min(t);
-                let (rows, keys) = (t1 - t0, past + t1);
+                let (rows, keys) = (t1 - t0, if whole { l } else { past + t1 });
                 let part = if (t0, keys) == (0, l) { bias.clone() } else { bias.clone().slice([0..bb, t0..t1, 0..keys]) };
                 let per_head = part.reshape([bb, 1, rows, 1, keys]).repeat_dim(3, rep).repeat_dim(1, nkv);
                 let full = if bb == batch { per_head } else { per_head.repeat_dim(0, batch) };
@@ -319,10 +369,10 @@ impl<B: Backend> Attention<B> {
                 } else {
                     (k.clone().slice([0..batch, 0..nkv, 0..keys, 0..hd]), v.clone().slice([0..batch, 0..nkv, 0..keys, 0..hd]))
                 };
-                let scores = q.matmul(k.swap_dims(2, 3)) + bias.clone();
+                let scores = matmul(q, k.swap_dims(2, 3)) + bias.clone();
                 // HF eager: softmax in f32, then back to the query's dtype.
                 let probs = to_dtype(softmax(to_f32(scores), 3), dtype);
-                probs.matmul(v)
+                matmul(probs, v)
             })
             .collect();
         let out = if one { outs.remove(0) } else { Tensor::cat(outs, 2) };
@@ -403,6 +453,133 @@ mod tests {
     fn mask(values: [[f32; 3]; 3]) -> Option<Tensor<Dispatch, 3>> {
         let data: Vec<f32> = values.iter().flatten().copied().collect();
         Some(Tensor::from_data(TensorData::new(data, [1, 3, 3]), &crate::cpu()))
+    }
+
+    /// The ops of one decode layer (one token per row against a cache of 3, Qwen3 shape: q/k
+    /// norms, GQA) on the recording backend, by name, in f32 and bf16: pinned, so an op added
+    /// to the hot path shows here. Each is about one kernel launch on burn-cuda without fusion.
+    #[test]
+    fn a_decode_layer_runs_a_pinned_number_of_ops() {
+        use crate::layers::{AttentionMask, Rope};
+        use crate::{KvCache, Qwen3};
+        use arl_optim::opcount::{self, Counting};
+        use burn::tensor::DType;
+        let _lock = opcount::lock();
+        let device = Default::default();
+        let preset = crate::presets::find("tiny-vocab512").unwrap();
+        let mut counts = Vec::new();
+        for dtype in [DType::F32, DType::BF16] {
+            let model = Qwen3::<Counting>::random(preset.config(), preset.seed, preset.init_std, &device).into_dtype(dtype);
+            let c = &model.config;
+            let mut kv = KvCache::with_capacity(c.num_hidden_layers, 8);
+            model.hidden(&[vec![3, 17, 42], vec![5, 6, 7]], &[vec![0, 1, 2], vec![0, 1, 2]], None, Some(&mut kv));
+            let positions = [vec![3], vec![3]];
+            let rope = Rope::new(&positions, c, &device).in_dtype(dtype);
+            let bias = Tensor::<Counting, 3>::zeros([2, 1, 4], &device);
+            let mask = AttentionMask::new(Some(bias), [2, 3, 1], c, dtype, &device);
+            let h = Tensor::<Counting, 2>::ones([2, c.hidden_size], (&device, dtype));
+            opcount::take();
+            let out = model.layers[0].forward(h, 2, &rope, &mask, Some(&mut kv.layers[0]));
+            let names = opcount::names(&opcount::take());
+            assert_eq!(out.dims(), [2, c.hidden_size]);
+            counts.push((names.len(), names));
+        }
+        // f32: 4 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
+        // reshape, ·), 7
+        // matmuls, 2 rotaries of 6 (a flip of the halves, was a cat of two slices: 8), 4 for
+        // the KV write and its views, softmax 5, silu 4 (was 9: burn's sigmoid is 8), the
+        // residual adds and the layout views. bf16 adds the casts HF makes: each norm's two,
+        // softmax's two, silu's two. (This backend composes as burn-cuda does; burn-flex and
+        // libtorch keep the cat, sqrt and 1/x, and burn's silu, which are cheaper there.)
+        let got: Vec<usize> = counts.iter().map(|(n, _)| *n).collect();
+        assert_eq!(got, [81, 93], "ops of a decode layer in f32 and bf16: {counts:?}");
+    }
+
+    /// The compositions taken where each op is a launch (rotary by a flip, rsqrt by `powf`,
+    /// silu in four ops; the recording backend takes them, as burn-cuda does) give burn-flex's
+    /// logits to f32 rounding, on a Qwen3 and a Llama shape, prefill and a cached decode step.
+    #[test]
+    fn the_gpu_compositions_give_the_cpu_logits() {
+        use crate::{KvCache, Qwen3};
+        use arl_optim::opcount::{self, Counting};
+        let _lock = opcount::lock();
+        for name in ["tiny-vocab512", "llama-135m"] {
+            let preset = crate::presets::find(name).unwrap();
+            let mut config = preset.config();
+            config.num_hidden_layers = 2;
+            config.vocab_size = config.vocab_size.min(512);
+            let logits = |device: &dyn std::any::Any| -> Vec<f32> {
+                fn run<B: burn::tensor::backend::Backend>(c: &crate::ModelConfig, seed: u64, std: f32, d: &B::Device) -> Vec<f32> {
+                    let model = Qwen3::<B>::random(c.clone(), seed, std, d);
+                    let mut kv = KvCache::with_capacity(c.num_hidden_layers, 8);
+                    let ids = [vec![3u32, 17, 42, 9], vec![5, 6, 7, 8]];
+                    let pos = [vec![0, 1, 2, 3], vec![0, 1, 2, 3]];
+                    let h = model.hidden(&ids, &pos, None, Some(&mut kv));
+                    let prefill = model.head(h).into_data().to_vec::<f32>().unwrap();
+                    let bias = Tensor::<B, 3>::zeros([2, 1, 5], d);
+                    let h = model.hidden(&[vec![11], vec![12]], &[vec![4], vec![4]], Some(bias), Some(&mut kv));
+                    prefill.into_iter().chain(model.head(h).into_data().to_vec::<f32>().unwrap()).collect()
+                }
+                match device.downcast_ref::<burn::DispatchDevice>() {
+                    Some(d) => run::<burn::Dispatch>(&config, preset.seed, preset.init_std, d),
+                    None => run::<Counting>(&config, preset.seed, preset.init_std, &Default::default()),
+                }
+            };
+            let (cpu, gpu_like) = (logits(&crate::cpu()), logits(&()));
+            assert_eq!(cpu.len(), gpu_like.len());
+            let worst = cpu.iter().zip(&gpu_like).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "{name}: max |Δ logit| {worst}");
+            // Not 0: the recording backend did take the other compositions.
+            assert!(worst > 0.0, "{name}: no difference at all from burn-flex's compositions");
+        }
+    }
+
+    /// Off burn-flex and libtorch, `silu` is `x / (1 + e^−x)` in f32: four ops (burn's was
+    /// nine), within f32 rounding of the exact value in f32 and of bf16's in bf16, ±∞-safe.
+    #[test]
+    fn silu_takes_four_ops_where_sigmoid_is_not_one_kernel() {
+        use crate::layers::silu;
+        use arl_optim::opcount::{self, Counting};
+        use burn::tensor::DType;
+        let _lock = opcount::lock();
+        let d = Default::default();
+        let xs: Vec<f32> = (-400..=400).map(|i| i as f32 * 0.1).chain([-1e4, 1e4]).collect();
+        for (dtype, tol, ops) in [(DType::F32, 5e-7, 4), (DType::BF16, 1.0 / 128.0, 6)] {
+            let x = Tensor::<Counting, 1>::from_data(TensorData::new(xs.clone(), [xs.len()]), (&d, dtype));
+            let x_back: Vec<f32> = x.clone().into_data().convert::<f32>().to_vec().unwrap();
+            opcount::take();
+            let y = silu(x);
+            assert_eq!(opcount::names(&opcount::take()).len(), ops, "{dtype:?}");
+            let y: Vec<f32> = y.into_data().convert::<f32>().to_vec().unwrap();
+            for (&x, &y) in x_back.iter().zip(&y) {
+                let exact = x as f64 / (1.0 + (-x as f64).exp());
+                assert!((y as f64 - exact).abs() <= tol * exact.abs().max(1e-30), "{dtype:?}: silu({x}) = {y}, not {exact}");
+            }
+        }
+    }
+
+    /// No matmul with an empty dimension is issued (burn-cuda's autotune divides by zero on
+    /// one): no rows give an empty result, an empty inner dimension zeros, a [`Linear`] on no
+    /// rows no product; recorded on the recording backend.
+    #[test]
+    fn no_matmul_has_an_empty_dimension() {
+        use crate::layers::{Linear, matmul};
+        use arl_optim::opcount::{self, Counting};
+        use burn::module::Param;
+        let _lock = opcount::lock();
+        let d = Default::default();
+        let linear = Linear { weight: Param::from_tensor(Tensor::<Counting, 2>::ones([4, 3], &d)), bias: None, lora: None };
+        opcount::take();
+        let rows = linear.forward(Tensor::zeros([0, 4], &d));
+        let inner = matmul(Tensor::<Counting, 3>::zeros([2, 5, 0], &d), Tensor::zeros([1, 0, 3], &d));
+        let names = opcount::names(&opcount::take());
+        assert!(!names.iter().any(|n| n.contains("Matmul")), "{names:?}");
+        assert_eq!((rows.dims(), inner.dims()), ([0, 3], [2, 5, 3]));
+        assert_eq!(inner.into_data().to_vec::<f32>().unwrap(), vec![0.0; 30]);
+        // A product with no empty dimension is still one matmul.
+        let one = linear.forward(Tensor::ones([2, 4], &d));
+        assert_eq!(opcount::names(&opcount::take()).iter().filter(|n| n.contains("Matmul")).count(), 1);
+        assert_eq!(one.into_data().to_vec::<f32>().unwrap(), vec![4.0; 6]);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution as _, Uniform};
 
 use crate::ModelError;
-use crate::layers::{to_dtype, transpose};
+use crate::layers::{matmul, to_dtype, transpose};
 use crate::model::Qwen3;
 
 /// One adapter of a linear layer.
@@ -72,7 +72,7 @@ impl<B: Backend> LoraAdapter<B> {
             let keep = x.random_like(Distribution::Bernoulli(1.0 - self.dropout));
             x = x * keep / (1.0 - self.dropout);
         }
-        to_dtype(x.matmul(self.a.val()).matmul(self.b.val()).mul_scalar(self.scale()), dtype)
+        to_dtype(matmul(matmul(x, self.a.val()), self.b.val()).mul_scalar(self.scale()), dtype)
     }
 
     /// s · A B as an `[in, out]` update of the base weight, in f32.

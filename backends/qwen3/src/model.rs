@@ -11,7 +11,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{AttentionMask, DecoderLayer, Linear, RmsNorm, Rope, param, to_f32, transpose};
+use crate::layers::{AttentionMask, DecoderLayer, Linear, RmsNorm, Rope, matmul, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 
 #[derive(Module, Debug)]
@@ -106,13 +106,13 @@ impl<B: Backend> Qwen3<B> {
     fn head_in_dtype(&self, h: Tensor<B, 2>) -> Tensor<B, 2> {
         let h = self.norm.forward(h);
         match &self.lm_head {
-            Some(w) => h.matmul(w.val()),
+            Some(w) => matmul(h, w.val()),
             // Few rows (decode): (E hᵀ)ᵀ reads the [vocab, hidden] embedding in its stored order;
             // h Eᵀ made burn-flex copy the transposed embedding on every call (~2x slower head,
             // measured here). Many rows (scoring): h Eᵀ keeps the [N, vocab] logits contiguous
             // for the log-softmax (~15% faster `arl bench score`).
-            None if h.dims()[0] <= 64 => self.embed_tokens.val().matmul(h.transpose()).transpose(),
-            None => h.matmul(self.embed_tokens.val().transpose()),
+            None if h.dims()[0] <= 64 => matmul(self.embed_tokens.val(), h.transpose()).transpose(),
+            None => matmul(h, self.embed_tokens.val().transpose()),
         }
     }
 

@@ -124,6 +124,11 @@ pub fn generate_cached<B: Backend>(
         let n = rows.len();
         Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [n]), &device)
     };
+    // Static shapes where each op is a launch (a GPU): every decode step attends over the
+    // cache's whole capacity, the keys not written yet masked, so its ops keep one shape
+    // across steps (kernels compiled and tuned once). On the CPU attending over the keys so
+    // far is cheaper (a long generation's early steps would read the whole capacity).
+    let static_shapes = !computes_on_host::<B>(&device);
     let mut decode_start = None;
     loop {
         let live = live_rows(&slots);
@@ -164,14 +169,19 @@ pub fn generate_cached<B: Backend>(
         let l = kv.len();
         let ids: Vec<Vec<u32>> = slots.iter().map(|&(row, _)| vec![*out[row].ids.last().expect("a drawn token")]).collect();
         let positions: Vec<Vec<usize>> = slots.iter().map(|&(row, _)| vec![prompts[row].len() + out[row].ids.len() - 1]).collect();
+        // Keys `pad..=l` of each row (with static shapes the bias spans the capacity, which
+        // holds every step's keys: it was reserved for the whole generation).
+        let whole = static_shapes && kv.capacity() > l;
+        kv.set_static(whole);
+        let keys = if whole { kv.capacity() } else { l + 1 };
         let bias: Vec<f32> = slots
             .iter()
             .flat_map(|&(row, _)| {
                 let pad = pads[row];
-                (0..=l).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY })
+                (0..keys).map(move |j| if j >= pad && j <= l { 0.0 } else { f32::NEG_INFINITY })
             })
             .collect();
-        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, l + 1]), &device);
+        let bias = Tensor::<B, 3>::from_data(TensorData::new(bias, [slots.len(), 1, keys]), &device);
         let rows = (live.len() < slots.len()).then(|| index(&live));
         logits = crate::device::on_pool(|| {
             let hidden = model.hidden(&ids, &positions, Some(bias), Some(&mut kv));
@@ -388,42 +398,76 @@ fn computes_on_host<B: Backend>(device: &B::Device) -> bool {
     ["flex", "ndarray", "libtorch<cpu>"].iter().any(|n| name.contains(n))
 }
 
+/// The inverse-CDF draw sums the vocabulary by blocks of this many tokens: each block's
+/// probabilities in order, then the block sums in order. [`draw`] and [`device_draw`] do the
+/// same additions, so they agree bit for bit; on a GPU the device draw's running sums are
+/// then a cumulative sum within each block and one over the block sums (burn-cubecl's
+/// `cumsum` is a naive O(n²) kernel: over a 151,936-wide row it was ~V²/2 additions per row,
+/// by blocks it is ~V·64 + (V/128)²/2).
+pub const DRAW_BLOCK: usize = 128;
+
 /// [`draw`] for a batch of rows on the device, without top-k/top-p: greedy at temperature 0,
 /// else the inverse-CDF draw of `draw` in f64 with `uniforms[i]` (one per row) as its uniform.
-/// Only per-row values leave the device (the id, the max and the normaliser). On the CPU the
-/// arithmetic is `draw`'s, op for op, so the two agree bit for bit (a test checks it).
+/// The row is cut into blocks of [`DRAW_BLOCK`] (padded with −∞, probability 0): the max
+/// is taken per block then over blocks, the running sums within blocks and over the block
+/// sums, the block holding the target found first and then the token inside it, so no op
+/// runs over a whole row on one thread. Only per-row values leave the device (the ids, the
+/// max and the normaliser). On the CPU the arithmetic is `draw`'s, op for op, so the two
+/// agree bit for bit (a test checks it).
 pub fn device_draw<B: Backend>(logits: Tensor<B, 2>, temperature: f64, uniforms: &[f64]) -> Vec<(u32, f32)> {
     let [b, vocab] = logits.dims();
     let device = logits.device();
+    let n = DRAW_BLOCK;
+    let nb = vocab.div_ceil(n);
     let ints = |t: Tensor<B, 2, Int>| t.into_data().convert::<i64>().to_vec::<i64>().expect("int ids");
     let floats = |t: Tensor<B, 2>| t.into_data().convert::<f64>().to_vec::<f64>().expect("f64 values");
+    let padded = if nb * n == vocab {
+        logits.clone()
+    } else {
+        let pad = Tensor::<B, 2>::full([b, nb * n - vocab], f32::NEG_INFINITY, (&device, logits.dtype()));
+        Tensor::cat(vec![logits.clone(), pad], 1)
+    };
+    let blocks = padded.reshape([b, nb, n]);
+    // Block `k` of each row, `[b, n]`.
+    let block_of = |t: Tensor<B, 3>, k: Tensor<B, 2, Int>| t.gather(1, k.reshape([b, 1, 1]).expand([b, 1, n])).reshape([b, n]);
     if temperature == 0.0 {
-        return ints(logits.argmax(1)).into_iter().map(|id| (id as u32, 0.0)).collect();
+        // The first block holding the row's max, then its first max: the row's first max.
+        let k = blocks.clone().max_dim(2).reshape([b, nb]).argmax(1);
+        let inner = block_of(blocks, k.clone()).argmax(1);
+        return ints(k.mul_scalar(n as i64) + inner).into_iter().map(|id| (id as u32, 0.0)).collect();
     }
     let inv_t = 1.0 / temperature;
-    let x = logits.clone().cast(DType::F64).mul_scalar(inv_t);
-    let m = x.clone().max_dim(1);
+    let x = blocks.cast(DType::F64).mul_scalar(inv_t);
+    let m = x.clone().max_dim(2).max_dim(1);
     let p = (x - m.clone()).exp();
-    let cum = p.clone().cumsum(1);
-    let total = cum.clone().slice([0..b, vocab - 1..vocab]);
+    // Running sums within each block, then over the blocks' sums.
+    let within = p.clone().cumsum(2);
+    let ends = within.clone().slice([0..b, 0..nb, n - 1..n]).reshape([b, nb]).cumsum(1);
+    let total = ends.clone().slice([0..b, nb - 1..nb]);
     let u = Tensor::<B, 2>::from_data(TensorData::new(uniforms.to_vec(), [b, 1]), (&device, DType::F64));
-    let target = (u * total.clone()).expand([b, vocab]);
-    // The first index whose cumulative mass exceeds the target, …
-    let mut ids = ints(cum.lower_equal(target).int().sum_dim(1));
-    if ids.iter().any(|&i| i >= vocab as i64) {
-        // … or, when rounding leaves the target at the total, the last token with mass.
-        let index = Tensor::<B, 1, Int>::arange(0..vocab as i64, &device).reshape([1, vocab]);
-        let last = ints((p.greater_elem(0.0).int() * index).max_dim(1));
-        for (id, last) in ids.iter_mut().zip(last) {
-            if *id >= vocab as i64 {
+    let target = u * total.clone();
+    // The first block whose running sum exceeds the target (`nb` when rounding leaves the
+    // target at the total), then the first token of it whose running sum does.
+    let k = ends.clone().lower_equal(target.clone().expand([b, nb])).int().sum_dim(1);
+    let kc = k.clone().clamp_max(nb as i64 - 1);
+    let base = ends.gather(1, (kc.clone() - 1).clamp_min(0)).mask_fill(kc.clone().equal_elem(0), 0.0);
+    let j = (block_of(within, kc.clone()) + base).lower_equal(target.expand([b, n])).int().sum_dim(1).clamp_max(n as i64 - 1);
+    let found = ints(Tensor::cat(vec![k, kc.mul_scalar(n as i64) + j], 1));
+    let mut ids: Vec<i64> = found.chunks(2).map(|kj| kj[1].min(vocab as i64 - 1)).collect();
+    if found.chunks(2).any(|kj| kj[0] >= nb as i64) {
+        // … or, when no block does, the last token with mass.
+        let index = Tensor::<B, 1, Int>::arange(0..(nb * n) as i64, &device).reshape([1, nb * n]);
+        let last = ints((p.reshape([b, nb * n]).greater_elem(0.0).int() * index).max_dim(1));
+        for ((id, kj), last) in ids.iter_mut().zip(found.chunks(2)).zip(last) {
+            if kj[0] >= nb as i64 {
                 *id = last;
             }
         }
     }
     let index = Tensor::<B, 2, Int>::from_data(TensorData::new(ids.clone(), [b, 1]), &device);
-    let picked = floats(logits.gather(1, index).cast(DType::F64));
-    let (m, total) = (floats(m), floats(total));
-    ids.iter().zip(picked).zip(m.iter().zip(total)).map(|((&id, z), (m, total))| (id as u32, (z * inv_t - m - total.ln()) as f32)).collect()
+    let picked = logits.gather(1, index).cast(DType::F64);
+    let values = floats(Tensor::cat(vec![picked, m.reshape([b, 1]), total], 1));
+    ids.iter().zip(values.chunks(3)).map(|(&id, v)| (id as u32, (v[0] * inv_t - v[1] - v[2].ln()) as f32)).collect()
 }
 
 fn check<B: Backend>(model: &Qwen3<B>, prompts: &[Vec<u32>], opts: &SamplingParams) -> Result<(), ModelError> {
@@ -461,25 +505,33 @@ pub fn draw(logits: &[f32], opts: &SamplingParams, rng: &mut impl Rng) -> (u32, 
     let inv_t = 1.0 / opts.temperature;
     let truncated = opts.top_k.is_some_and(|k| k < logits.len()) || opts.top_p.is_some_and(|p| p < 1.0);
     if !truncated {
-        // The whole vocabulary: one pass for the normaliser (keeping each exp), one to find
-        // the sample.
+        // The whole vocabulary: one pass for the normaliser (keeping each exp) by blocks of
+        // DRAW_BLOCK, the block sums added in order (the device draw's additions), then the
+        // block and the token in it where the running sum first exceeds the target.
         let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64 * inv_t;
         let exps: Vec<f64> = logits.iter().map(|&x| (x as f64 * inv_t - m).exp()).collect();
-        let total: f64 = exps.iter().sum();
-        let target = rng.random::<f64>() * total;
-        let mut cum = 0.0;
-        let mut last = 0;
-        for (i, &p) in exps.iter().enumerate() {
-            if p > 0.0 {
-                last = i;
-            }
-            cum += p;
-            if target < cum {
-                last = i;
-                break;
-            }
+        let mut ends = Vec::with_capacity(exps.len().div_ceil(DRAW_BLOCK));
+        let mut total = 0.0;
+        for block in exps.chunks(DRAW_BLOCK) {
+            total += block.iter().fold(0.0, |a, &p| a + p);
+            ends.push(total);
         }
-        return (last as u32, (logits[last] as f64 * inv_t - m - total.ln()) as f32);
+        let target = rng.random::<f64>() * total;
+        let k = ends.partition_point(|&end| end <= target);
+        let id = if k < ends.len() {
+            let base = if k == 0 { 0.0 } else { ends[k - 1] };
+            let block = &exps[k * DRAW_BLOCK..((k + 1) * DRAW_BLOCK).min(exps.len())];
+            let mut cum = 0.0;
+            let j = block.iter().position(|&p| {
+                cum += p;
+                base + cum > target
+            });
+            k * DRAW_BLOCK + j.unwrap_or(block.len() - 1)
+        } else {
+            // Rounding left the target at the total: the last token with mass.
+            exps.iter().rposition(|&p| p > 0.0).unwrap_or(0)
+        };
+        return (id as u32, (logits[id] as f64 * inv_t - m - total.ln()) as f32);
     }
     // Candidates (id, scaled logit): the kept set after top-k, then top-p.
     let mut cand: Vec<(u32, f64)> = logits.iter().enumerate().map(|(i, &x)| (i as u32, x as f64 * inv_t)).collect();
@@ -570,6 +622,89 @@ mod tests {
                 assert_eq!(device_draw(logits, temperature, &uniforms), host, "vocab {vocab}, T {temperature}, seed {seed}");
             }
         }
+    }
+
+    /// No op of the device draw runs along a whole 151,936-wide row: every cumulative sum
+    /// and every reduction covers one block or the row's block sums (burn-cubecl runs a
+    /// reduction with one thread per output and `cumsum` in O(n²) of its length), and on the
+    /// recording backend the draw is still the host draw, sampled and greedy.
+    #[test]
+    fn the_device_draw_never_runs_along_a_whole_row() {
+        use arl_optim::opcount::{self, Counting};
+        use burn::backend::ir::{NumericOperationIr, OperationIr};
+        let _lock = opcount::lock();
+        let vocab: usize = 151_936;
+        let longest = DRAW_BLOCK.max(vocab.div_ceil(DRAW_BLOCK));
+        let mut noise = ChaCha8Rng::seed_from_u64(7);
+        let rows: Vec<Vec<f32>> = (0..3).map(|_| (0..vocab).map(|_| noise.random::<f32>() * 12.0 - 6.0).collect()).collect();
+        let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+        for temperature in [1.0, 0.0] {
+            let mut rngs: Vec<ChaCha8Rng> = (0..3).map(|r| ChaCha8Rng::seed_from_u64(40 + r)).collect();
+            let mut dev_rngs = rngs.clone();
+            let host: Vec<(u32, f32)> = rows.iter().zip(&mut rngs).map(|(l, rng)| draw(l, &opts(temperature, None, None), rng)).collect();
+            let uniforms: Vec<f64> = if temperature == 0.0 { vec![] } else { dev_rngs.iter_mut().map(|r| r.random::<f64>()).collect() };
+            let logits = Tensor::<Counting, 2>::from_data(TensorData::new(flat.clone(), [3, vocab]), &Default::default());
+            opcount::take();
+            assert_eq!(device_draw(logits, temperature, &uniforms), host, "T {temperature}");
+            let ops = opcount::take();
+            let mut along = Vec::new();
+            for op in &ops {
+                let (input, axis) = match op {
+                    OperationIr::NumericFloat(_, n) | OperationIr::NumericInt(_, n) => match n {
+                        NumericOperationIr::CumSum(d) => (&d.input, d.axis),
+                        NumericOperationIr::SumDim(d)
+                        | NumericOperationIr::MeanDim(d)
+                        | NumericOperationIr::MaxDim(d)
+                        | NumericOperationIr::ArgMax(d) => (&d.input, d.axis),
+                        _ => continue,
+                    },
+                    _ => continue,
+                };
+                along.push((opcount::name(op), input.shape[axis]));
+            }
+            assert!(along.iter().any(|(name, _)| name.contains("CumSum")) || temperature == 0.0, "{along:?}");
+            assert!(along.iter().all(|&(_, len)| len <= longest), "T {temperature}: an op runs along {along:?}");
+        }
+    }
+
+    /// Where each op is a launch (the recording backend stands in for burn-cuda) every decode
+    /// step attends over the cache's whole capacity, later keys masked: the attention products
+    /// have one shape across steps (two before: prefill and decode), and the generation is
+    /// burn-flex's, whose steps attend over the keys so far (same ids, log-probabilities within
+    /// 1e-5), with a left-padded row and a row that leaves the batch early.
+    #[test]
+    fn decode_steps_keep_one_shape_where_each_op_is_a_launch() {
+        use arl_optim::opcount::{self, Counting};
+        use burn::backend::ir::{FloatOperationIr, OperationIr};
+        let _lock = opcount::lock();
+        let preset = crate::presets::find("tiny-vocab512").unwrap();
+        let prompts = vec![vec![3u32, 17, 42, 9, 5], vec![7, 8, 9], vec![11, 12, 13, 14]];
+        // Row 2 stops at its first 0 if it draws one; stop ids make rows leave the batch.
+        let opts = SamplingParams { temperature: 1.0, max_new_tokens: 7, seed: 5, stop_ids: Some(vec![0, 1, 2, 3]), ..Default::default() };
+        let cpu = Qwen3::<burn::Dispatch>::random(preset.config(), preset.seed, preset.init_std, &crate::cpu());
+        let want = generate(&cpu, &prompts, &opts).unwrap();
+        let gpu_like = Qwen3::<Counting>::random(preset.config(), preset.seed, preset.init_std, &Default::default());
+        opcount::take();
+        let got = generate(&gpu_like, &prompts, &opts).unwrap();
+        let ops = opcount::take();
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((&g.ids, g.finish), (&w.ids, w.finish), "row {r}");
+            let gap = g.sampler_logprobs.iter().zip(&w.sampler_logprobs).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(gap <= 1e-5, "row {r}: log-probabilities differ by {gap}");
+        }
+        // Attention's products are the 4-D ones: (lhs, rhs) shapes without the batch rows.
+        let mut shapes: Vec<(Vec<usize>, Vec<usize>)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                OperationIr::Float(_, FloatOperationIr::Matmul(m)) if m.lhs.shape.num_dims() == 4 => {
+                    Some((m.lhs.shape.dims::<4>()[1..].to_vec(), m.rhs.shape.dims::<4>()[1..].to_vec()))
+                }
+                _ => None,
+            })
+            .collect();
+        shapes.sort();
+        shapes.dedup();
+        assert_eq!(shapes.len(), 4, "scores and values, prefill and decode: {shapes:?}");
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! `arl bench gen|score|export|sandbox`: throughput benchmarks (not tests). Each prints one JSON
 //! line (`sandbox`: see bench_sandbox.rs).
 //! - `gen`: random prompts, temperature-1 sampling with the KV cache, every row generating
-//!   exactly `--new-tokens` (stop ids disabled), after `--warmup` untimed calls; prefill and
-//!   decode tokens/s, and new tokens/s over the whole call.
+//!   exactly `--new-tokens` (stop ids disabled), after `--warmup` untimed calls of the same
+//!   length (so a GPU backend has compiled and tuned its kernels for every KV length the timed
+//!   call reaches); prefill and decode tokens/s, and new tokens/s over the whole call.
+//! - `ops`: the device's cost of one launch: `--adds` element-wise adds on `[rows, 1024]`,
+//!   then `--matmuls` `[rows, 1024] × [1024, 3072]` products, each batch ended by one read;
+//!   µs per op (whether fewer launches or faster kernels matter more).
 //! - `score`: one training step as the trainer takes it ([`QwenTrainer`]: scoring with
 //!   gradients, backward, global gradient-norm clip at 1, AdamW) of a clipped policy-gradient
 //!   loss with the LM head on the last `policy_frac · seq_len` positions only;
@@ -28,6 +32,8 @@ use super::ModelArgs;
 pub enum Bench {
     /// Sampling throughput with the KV cache.
     Gen(BenchGen),
+    /// Microseconds per launch of a trivial op and of a decode-sized matmul on the device.
+    Ops(BenchOps),
     /// Training-step throughput (forward, backward, AdamW).
     Score(BenchScore),
     /// Write the model (a preset's random weights) as an HF directory for a peer benchmark.
@@ -52,9 +58,27 @@ pub struct BenchGen {
     /// Seed of the random prompts and the sampler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Untimed calls first (same prompts, 2 new tokens each).
+    /// Untimed calls first, each the timed call itself (same prompts and length).
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchOps {
+    /// cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in).
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    #[command(flatten)]
+    pub device: super::model_args::DeviceArgs,
+    /// Rows of the operands (a decode step's batch).
+    #[arg(long, default_value_t = 8)]
+    pub rows: usize,
+    /// Element-wise adds on `[rows, 1024]` (each a launch), then one read.
+    #[arg(long, default_value_t = 10_000)]
+    pub adds: usize,
+    /// `[rows, 1024] × [1024, 3072]` products (an MLP projection of Qwen3-0.6B), then one read.
+    #[arg(long, default_value_t = 1_000)]
+    pub matmuls: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -115,6 +139,7 @@ impl Bench {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         match self {
             Bench::Gen(b) => b.execute(out),
+            Bench::Ops(b) => b.execute(out),
             Bench::Score(b) => b.execute(out),
             Bench::Export(b) => b.execute(out),
             Bench::Sandbox(b) => b.execute(out),
@@ -131,8 +156,12 @@ impl BenchGen {
         let model = self.model.load_on(&device)?;
         let prompts = random_ids(self.batch, self.prompt_len, model.config.vocab_size, self.seed);
         let params = SamplingParams { max_new_tokens: self.new_tokens, seed: self.seed, stop_ids: Some(vec![]), ..Default::default() };
+        // Warm-up at the timed length: a GPU backend compiles (and autotunes) kernels per shape,
+        // and every decode step has a new KV length (2 tokens left the rest to the timed call).
+        let mut warmup_new_tokens = 0;
         for _ in 0..self.warmup {
-            sample::generate(&model, &prompts, &SamplingParams { max_new_tokens: 2, ..params.clone() })?;
+            let gens = sample::generate(&model, &prompts, &params)?;
+            warmup_new_tokens = gens.iter().map(|g| g.ids.len()).min().unwrap_or(0);
         }
         let (gens, t) = sample::generate_timed(&model, &prompts, &params)?;
         anyhow::ensure!(gens.iter().all(|g| g.ids.len() == self.new_tokens), "a row stopped early");
@@ -144,12 +173,63 @@ impl BenchGen {
             "batch": self.batch,
             "prompt_len": self.prompt_len,
             "new_tokens": self.new_tokens,
+            "warmup": self.warmup,
+            // Tokens each row generated in the (last) warm-up call.
+            "warmup_new_tokens": warmup_new_tokens,
             "prefill_s": t.prefill_s,
             "decode_s": t.decode_s,
             "prefill_tokens_per_s": (self.batch * self.prompt_len) as f64 / t.prefill_s,
             "decode_tokens_per_s": t.decode_tokens as f64 / t.decode_s,
             "new_tokens_per_s": (self.batch * self.new_tokens) as f64 / (t.prefill_s + t.decode_s),
             "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
+        });
+        writeln!(out, "{doc}")?;
+        Ok(())
+    }
+}
+
+impl BenchOps {
+    pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
+        if !(self.rows > 0 && self.adds > 0 && self.matmuls > 0) {
+            return Err(crate::usage!("--rows, --adds and --matmuls must be ≥ 1"));
+        }
+        let device = self.device.device(&self.backend)?;
+        let dtype = arl_qwen3::device::burn_dtype(self.device.dtype()?);
+        let x = Tensor::<Dispatch, 2>::ones([self.rows, 1024], (&device, dtype));
+        let w = Tensor::<Dispatch, 2>::ones([1024, 3072], (&device, dtype)).mul_scalar(1e-3);
+        let read = |t: Tensor<Dispatch, 2>| drop(t.into_data());
+        // Each op once first (kernel compilation), then timed: launches queued, one read.
+        let adds = |n: usize| {
+            let mut y = x.clone();
+            for _ in 0..n {
+                y = y.add_scalar(1.0);
+            }
+            read(y)
+        };
+        let matmuls = |n: usize| {
+            let mut z = x.clone();
+            for _ in 0..n {
+                z = x.clone().matmul(w.clone());
+            }
+            read(z)
+        };
+        adds(1);
+        matmuls(1);
+        let start = Instant::now();
+        adds(self.adds);
+        let add_s = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        matmuls(self.matmuls);
+        let matmul_s = start.elapsed().as_secs_f64();
+        let doc = json!({
+            "bench": "ops",
+            "backend": self.backend,
+            "dtype": self.device.dtype,
+            "rows": self.rows,
+            "adds": self.adds,
+            "us_per_add": add_s * 1e6 / self.adds as f64,
+            "matmuls": self.matmuls,
+            "us_per_matmul": matmul_s * 1e6 / self.matmuls as f64,
         });
         writeln!(out, "{doc}")?;
         Ok(())
