@@ -4,10 +4,9 @@
 //! as the sampler's ids with their logprobs; observations are appended as the template's own
 //! ids of that suffix ([`Conversation`]). Episodes finish at different turns and leave the
 //! batch; at most `gen_batch` episodes and `gen_tokens` KV-cache tokens are decoded at once to
-//! cap KV memory. Each turn hands
-//! the sampler the whole conversation so far; a sampler with a prefix cache (arl-qwen3's)
-//! recognises the earlier turns and prefills only the new suffix (`RolloutStats` counts
-//! both).
+//! cap KV memory. Each turn hands the sampler the whole conversation so far; a sampler with a
+//! prefix cache (arl-qwen3's) recognises the earlier turns and prefills only the new suffix
+//! (`RolloutStats` counts both).
 
 use std::time::Instant;
 
