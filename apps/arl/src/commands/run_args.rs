@@ -99,7 +99,7 @@ pub struct ConfigArgs {
         long,
         value_name = "N",
         allow_negative_numbers = true,
-        help = key_help("Episodes decoded at once; unset: all at once", "trainer.gen_batch")
+        help = key_help("Episodes decoded at once; unset: as many as trainer.gen_tokens (131,072 KV-cache tokens) allows", "trainer.gen_batch")
     )]
     pub gen_batch: Option<i64>,
     #[arg(
