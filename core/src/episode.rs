@@ -32,6 +32,15 @@ pub struct EpisodeStats {
     /// or printing garbage is never this: that is the model's failure, graded as such.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub infra_failed: bool,
+    /// Each component of a weighted reward, by name, as it scored (in [0, 1], before its
+    /// weight); empty for an env with one reward. `Episode::reward` is their weighted sum.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
+    /// Whether the answer was correct, where the env says so apart from the reward (a
+    /// weighted reward with format credit: its correctness component scored 1). Unset: the
+    /// episode is solved when its reward is ≥ 1 ([`Episode::solved`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solved: Option<bool>,
 }
 
 /// Why an episode ended. The reasons other than `done` mark it truncated.
@@ -121,6 +130,13 @@ pub struct Episode {
 }
 
 impl Episode {
+    /// Whether the episode counts as solved for pass rates: the env's word
+    /// ([`EpisodeStats::solved`]) where it gives one, else reward ≥ 1. Format credit in a
+    /// weighted reward never makes a wrong answer solved.
+    pub fn solved(&self) -> bool {
+        self.stats.solved.unwrap_or(self.reward >= 1.0)
+    }
+
     /// Check the length invariants; returns a description of the first violation.
     pub fn check(&self) -> Result<(), String> {
         let n = self.ids.len();

@@ -43,6 +43,32 @@ fn one_step_runs_with_every_reward_function() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// Issue #49: a weighted reward list runs end to end; each component's mean is in
+/// `metrics.jsonl`, on the console line and in `results.json`'s before and after.
+#[test]
+fn a_weighted_reward_list_logs_each_component() {
+    let root = scratch_dir("dataset-weighted");
+    let data = root.join("tasks.jsonl");
+    std::fs::write(&data, LINES).unwrap();
+    let out = root.join("run");
+    let path = format!("env.options.path={:?}", data.to_str().unwrap());
+    let rewards = r#"env.options.rewards=[{name="hash", weight=1.0}, {name="format-number", weight=0.5}]"#;
+    let mut args = vec!["run", "--env", "dataset", "--set", &path, "--set", rewards, "--model", "tiny", "--steps", "1"];
+    args.extend(["--prompts", "2", "--group-size", "2", "--eval-n", "1", "--set", "env.options.max_new_tokens=4"]);
+    args.extend(["--set", "output.checkpoints=false", "--out", out.to_str().unwrap()]);
+    let log = arl(&args).unwrap();
+    let line = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let components = m["rewards"].as_object().unwrap_or_else(|| panic!("no rewards: {m}"));
+    assert_eq!(components.keys().collect::<Vec<_>>(), ["format-number", "hash"], "{m}");
+    assert!(log.contains("(format-number "), "{log}");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    for when in ["before", "after"] {
+        assert!(results[when]["rewards"]["hash"].is_number(), "{when}: {}", results[when]);
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[test]
 fn bad_dataset_input_is_refused_with_one_line() {
     let root = scratch_dir("dataset-bad");
@@ -56,13 +82,29 @@ fn bad_dataset_input_is_refused_with_one_line() {
         (vec![], "env.options.path is required"),
         (
             vec![set("path", good.to_str().unwrap()), set("reward", "gsm8k")],
-            "no reward function `gsm8k`; valid: boxed, exact, hash, numeric, regex",
+            "no reward function `gsm8k`; valid: boxed, exact, format-boxed, format-hash, format-number, hash, length, numeric, regex",
         ),
         (vec![set("path", no_answer.to_str().unwrap())], "no-answer.jsonl line 2: no `answer`"),
         (vec![set("path", good.to_str().unwrap()), set("reward", "regex")], "env.options.pattern is required"),
         (vec![set("path", good.to_str().unwrap()), set("pattern", "(")], "env.options.pattern: not a regular expression"),
         (vec![set("path", good.to_str().unwrap()), "env.options.rewrd=1".into()], "unknown field `rewrd`"),
         (vec![set("path", "/no/such.jsonl")], "env.options.path /no/such.jsonl: No such file"),
+        (
+            vec![set("path", good.to_str().unwrap()), r#"env.options.rewards=[{name="hash", weight=-1.0}]"#.into()],
+            "env.options.rewards[0].weight: -1 is out of range; valid: finite and ≥ 0",
+        ),
+        (
+            vec![set("path", good.to_str().unwrap()), r#"env.options.rewards=[{name="hash"}, {name="format-hash", weight=nan}]"#.into()],
+            "config key `env.options.rewards[1].weight`: not a finite number",
+        ),
+        (
+            vec![set("path", good.to_str().unwrap()), r#"env.options.rewards=[{name="hash"}, {name="hashh"}]"#.into()],
+            "env.options.rewards[1].name: no reward function `hashh`; valid: boxed, exact, format-boxed",
+        ),
+        (
+            vec![set("path", good.to_str().unwrap()), r#"env.options.rewards=[{name="format-hash", weight=1.0}]"#.into()],
+            "env.options.rewards: no correctness component",
+        ),
     ];
     for (sets, says) in cases {
         let mut args: Vec<String> =

@@ -83,6 +83,19 @@ fn finite(config: &RunConfig) -> Result<(), ConfigError> {
             _ => Ok(()),
         }
     }
+    // `env.options` is JSON, where a non-finite float from `--set` or the TOML file became
+    // null (TOML has no null), which TOML cannot hold: find it there first (issue #49).
+    fn nulls(path: &str, v: &serde_json::Value) -> Result<(), ConfigError> {
+        match v {
+            serde_json::Value::Null => {
+                Err(ConfigError::Invalid { key: path.to_string(), message: "not a finite number (nan and inf are refused)".into() })
+            }
+            serde_json::Value::Object(o) => o.iter().try_for_each(|(k, v)| nulls(&format!("{path}.{k}"), v)),
+            serde_json::Value::Array(items) => items.iter().enumerate().try_for_each(|(i, v)| nulls(&format!("{path}[{i}]"), v)),
+            _ => Ok(()),
+        }
+    }
+    config.env.options.iter().try_for_each(|(k, v)| nulls(&format!("env.options.{k}"), v))?;
     walk("", &toml::Value::try_from(config).expect("a RunConfig always serializes"))
 }
 

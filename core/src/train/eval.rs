@@ -35,6 +35,10 @@ pub struct Evaluation {
     /// Episodes lost to infrastructure failures, left out of the counts above.
     #[serde(default)]
     pub infra_failed: usize,
+    /// Each component of a weighted reward, its mean score over the counted episodes (before
+    /// its weight); absent for a single reward.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
 }
 
 fn heldout() -> Split {
@@ -108,7 +112,7 @@ pub fn evaluate_split(
                 task_id: t.id.clone(),
                 family: t.family.clone(),
                 n: mine.len() as u32,
-                correct: mine.iter().filter(|e| e.reward >= 1.0).count() as u32,
+                correct: mine.iter().filter(|e| e.solved()).count() as u32,
             }
         })
         .filter(|c| c.n > 0)
@@ -126,6 +130,7 @@ pub fn evaluate_split(
             transcripts.push(Transcript { task_id: t.id.clone(), reward: e.reward, text: codec.decode_transcript(&e.ids)? });
         }
     }
+    let rewards = super::metrics::reward_components(episodes.iter().filter(|e| !e.stats.infra_failed));
     let mut tool_stats = BTreeMap::new();
     for e in &episodes {
         super::metrics::sum_counters(&mut tool_stats, e);
@@ -142,7 +147,7 @@ pub fn evaluate_split(
             infra_failed: e.stats.infra_failed,
         })
         .collect();
-    Ok(Evaluation { split, per_task, summary, transcripts, episodes, tool_stats, infra_failed })
+    Ok(Evaluation { split, per_task, summary, transcripts, episodes, tool_stats, infra_failed, rewards })
 }
 
 #[cfg(test)]

@@ -17,8 +17,13 @@ pub struct StepMetrics {
     /// Episodes sampled this step (all rollout rounds).
     pub episodes: usize,
     pub reward_mean: f64,
-    /// Fraction of episodes with reward 1.
+    /// Fraction of episodes solved ([`Episode::solved`]: reward 1, or the env's correctness
+    /// component where the reward is weighted).
     pub pass_rate: f64,
+    /// Each component of a weighted reward (the dataset env's `rewards`), its mean score over
+    /// the step's episodes, before its weight; absent for a single reward.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, f64>,
     /// Fraction of sampled groups whose rewards were all equal (no learning signal).
     pub zero_variance_groups: f64,
     /// Fraction of sampled groups left out of the update (zero-variance skip, dynamic
@@ -131,10 +136,13 @@ impl StepMetrics {
     /// time left (`eta`, from the mean step time of this process); everything else is in
     /// `metrics.jsonl`.
     pub fn console_line(&self, total_steps: u32, elapsed_s: f64, eta_s: Option<f64>) -> String {
-        let mut line = format!(
-            "step {}/{total_steps}  reward {:.3}  pass {:.3}  loss {:+.4}  grad_norm {:.3}  lr {:.2e}",
-            self.step, self.reward_mean, self.pass_rate, self.loss, self.grad_norm, self.lr
-        );
+        let mut line = format!("step {}/{total_steps}  reward {:.3}", self.step, self.reward_mean);
+        if !self.rewards.is_empty() {
+            // The weighted reward's components, compact: `(hash 0.250 format-hash 0.800)`.
+            let parts: Vec<String> = self.rewards.iter().map(|(k, v)| format!("{k} {v:.3}")).collect();
+            line += &format!(" ({})", parts.join(" "));
+        }
+        line += &format!("  pass {:.3}  loss {:+.4}  grad_norm {:.3}  lr {:.2e}", self.pass_rate, self.loss, self.grad_norm, self.lr);
         match self.ratio_mean {
             Some(_) => line += &format!("  clip_frac {:.3}", self.clip_frac_low + self.clip_frac_high),
             None => line += "  clip_frac -",
@@ -188,6 +196,20 @@ pub fn duration(secs: f64) -> String {
 
 /// Add an episode's counters (turns, tool calls, malformed and failed calls, truncation, the
 /// env's own) into `into`.
+/// The mean score of each reward component ([`crate::EpisodeStats::rewards`]) over the
+/// episodes that recorded it; empty when none did.
+pub fn reward_components<'a>(episodes: impl IntoIterator<Item = &'a Episode>) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for e in episodes {
+        for (k, v) in &e.stats.rewards {
+            let s = sums.entry(k.clone()).or_default();
+            s.0 += v;
+            s.1 += 1;
+        }
+    }
+    sums.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)).collect()
+}
+
 pub fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
     let s = &e.stats;
     for (k, v) in
@@ -278,5 +300,28 @@ mod tests {
             "step 3/20  reward 0.500  pass 0.250  loss +0.0123  grad_norm 0.840  lr 1.00e-5  clip_frac -  logprob_gap 0.0e0  \
              response_len 45.2  truncated 0.00  zero_var_groups 0.00  time 2.9s  elapsed 1m02s  eta 4m10s"
         );
+    }
+
+    /// Issue #49: each component of a weighted reward, its mean per step, in `metrics.jsonl`
+    /// and compactly on the console line; the pass rate is the correctness component's.
+    #[test]
+    fn reward_components_are_averaged_per_step_and_shown_compactly() {
+        let episode = |hash: f64, format: f64| {
+            let mut e = crate::Episode { reward: hash + 2.0 * format, ..Default::default() };
+            e.stats.rewards = [("hash".to_string(), hash), ("format-hash".to_string(), format)].into();
+            e.stats.solved = Some(hash >= 1.0);
+            e
+        };
+        let episodes = [episode(1.0, 1.0), episode(0.0, 1.0), episode(0.0, 0.5), episode(0.0, 0.0)];
+        let means = super::reward_components(&episodes);
+        assert_eq!(means, [("format-hash".to_string(), 0.625), ("hash".to_string(), 0.25)].into());
+        assert_eq!(episodes.iter().filter(|e| e.solved()).count(), 1, "format credit alone (reward 2) is not solved");
+        assert!(super::reward_components(&[crate::Episode::default()]).is_empty());
+        let m = super::StepMetrics { step: 1, rewards: means, ..Default::default() };
+        let line = m.console_line(2, 0.0, None);
+        assert!(line.starts_with("step 1/2  reward 0.000 (format-hash 0.625 hash 0.250)  pass 0.000"), "{line}");
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["rewards"]["hash"], 0.25);
+        assert!(serde_json::to_value(super::StepMetrics::default()).unwrap().get("rewards").is_none(), "absent for one reward");
     }
 }

@@ -11,6 +11,17 @@
 //! | `regex` | capture group 1 (else the match) of the first match of `pattern` | identical after number normalization |
 //! | `boxed` | the content of the last `\boxed{…}` (braces balanced) | identical after number normalization |
 //!
+//! Format rewards (`format: true`) give partial credit for the shape of a reply, never for its
+//! answer; they are meant beside a correctness reward in a weighted list (`rewards`), and the
+//! env refuses a list with no correctness reward in it:
+//!
+//! | name | 1 | 0.5 | 0 |
+//! |---|---|---|---|
+//! | `format-hash` | a `####` line whose text is a number | a `####` line with anything else | no `####` |
+//! | `format-boxed` | a closed, non-empty `\boxed{…}` | `\boxed{` empty or unclosed | no `\boxed{` |
+//! | `format-number` | the reply ends with a number (a trailing `.` allowed) | a number elsewhere | no number |
+//! | `length` | at most `length_target` characters | (linear) | 2 × `length_target` characters or more |
+//!
 //! Number normalization: `1,234` → `1234`, `3.50` → `3.5`, `+7` → `7`, `2e3` → `2000`, a
 //! trailing `.` dropped; text that is not a number is compared as it is, trimmed. Numbers are
 //! compared exactly, whatever their size ([`crate::decimal`]): `18446744073709551617` is not
@@ -27,6 +38,8 @@ pub struct RewardSettings {
     pub tolerance: f64,
     pub pattern: Option<Regex>,
     pub case_sensitive: bool,
+    /// `length`: the reply length (characters) that still earns the full reward.
+    pub length_target: f64,
 }
 
 /// One reward function: `score(reply, answer, settings)` in [0, 1].
@@ -34,6 +47,9 @@ pub struct RewardFn {
     pub name: &'static str,
     pub about: &'static str,
     pub score: fn(&str, &str, &RewardSettings) -> f64,
+    /// A format reward: it scores the reply's shape, not its answer, so it can never be the
+    /// correctness component that decides whether an episode is solved.
+    pub format: bool,
 }
 
 inventory::collect!(RewardFn);
@@ -42,7 +58,10 @@ inventory::collect!(RewardFn);
 #[macro_export]
 macro_rules! register_reward {
     ($name:expr, $about:expr, $score:expr) => {
-        $crate::inventory::submit! { $crate::reward::RewardFn { name: $name, about: $about, score: $score } }
+        $crate::inventory::submit! { $crate::reward::RewardFn { name: $name, about: $about, score: $score, format: false } }
+    };
+    ($name:expr, $about:expr, $score:expr, format) => {
+        $crate::inventory::submit! { $crate::reward::RewardFn { name: $name, about: $about, score: $score, format: true } }
     };
 }
 
@@ -141,12 +160,54 @@ register_reward!("numeric", "the last number in the reply is within `tolerance` 
 register_reward!("regex", "capture group 1 of `pattern`'s first match equals the answer", regex);
 register_reward!("boxed", "the content of the last \\boxed{…} equals the answer", boxed);
 
+fn is_number(text: &str) -> bool {
+    let t = text.trim().trim_end_matches('.').replace(',', "");
+    !t.is_empty() && Decimal::parse(&t).is_some()
+}
+
+fn format_hash(reply: &str, _: &str, _: &RewardSettings) -> f64 {
+    match after_hashes(reply) {
+        Some(x) if is_number(x) => 1.0,
+        Some(_) => 0.5,
+        None => 0.0,
+    }
+}
+
+fn format_boxed(reply: &str, _: &str, _: &RewardSettings) -> f64 {
+    match last_boxed(reply) {
+        Some(b) if !b.trim().is_empty() => 1.0,
+        _ if reply.contains("\\boxed{") => 0.5,
+        _ => 0.0,
+    }
+}
+
+fn format_number(reply: &str, _: &str, _: &RewardSettings) -> f64 {
+    let last = reply.split_whitespace().next_back().unwrap_or("");
+    if is_number(last) {
+        1.0
+    } else if !numbers(reply).is_empty() {
+        0.5
+    } else {
+        0.0
+    }
+}
+
+fn length(reply: &str, _: &str, s: &RewardSettings) -> f64 {
+    let chars = reply.trim().chars().count() as f64;
+    (2.0 - chars / s.length_target).clamp(0.0, 1.0)
+}
+
+register_reward!("format-hash", "format credit: a `####` line (0.5), its text a number (1)", format_hash, format);
+register_reward!("format-boxed", "format credit: a \\boxed{ (0.5), closed and not empty (1)", format_boxed, format);
+register_reward!("format-number", "format credit: a number in the reply (0.5), the reply ends with one (1)", format_number, format);
+register_reward!("length", "1 up to `length_target` characters, falling linearly to 0 at twice that", length, format);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn settings() -> RewardSettings {
-        RewardSettings { tolerance: 0.0, pattern: None, case_sensitive: true }
+        RewardSettings { tolerance: 0.0, pattern: None, case_sensitive: true, length_target: 10.0 }
     }
 
     fn r(name: &str, reply: &str, answer: &str, s: &RewardSettings) -> f64 {
@@ -220,6 +281,31 @@ mod tests {
     #[test]
     fn an_unknown_reward_names_the_valid_ones() {
         let Err(err) = get("gsm8k") else { panic!("found") };
-        assert_eq!(err, "env.options.reward: no reward function `gsm8k`; valid: boxed, exact, hash, numeric, regex");
+        assert_eq!(
+            err,
+            "env.options.reward: no reward function `gsm8k`; valid: boxed, exact, format-boxed, format-hash, format-number, hash, length, numeric, regex"
+        );
+    }
+
+    #[test]
+    fn format_rewards_give_partial_credit_for_the_shape_alone() {
+        let s = settings();
+        assert_eq!(r("format-hash", "so\n#### 1,234\n", "9", &s), 1.0, "a number after ####, whatever the answer");
+        assert_eq!(r("format-hash", "#### seven", "7", &s), 0.5);
+        assert_eq!(r("format-hash", "7", "7", &s), 0.0);
+        assert_eq!(r("format-boxed", r"\boxed{x+1}", "2", &s), 1.0);
+        assert_eq!(r("format-boxed", r"\boxed{}", "2", &s), 0.5);
+        assert_eq!(r("format-boxed", r"\boxed{3", "3", &s), 0.5);
+        assert_eq!(r("format-boxed", "3", "3", &s), 0.0);
+        assert_eq!(r("format-number", "it is 12.", "3", &s), 1.0);
+        assert_eq!(r("format-number", "12 apples", "3", &s), 0.5);
+        assert_eq!(r("format-number", "none", "3", &s), 0.0);
+        assert_eq!(r("length", "short", "", &s), 1.0, "≤ 10 characters");
+        assert_eq!(r("length", "fifteen chars!!", "", &s), 0.5);
+        assert_eq!(r("length", &"x".repeat(25), "", &s), 0.0);
+        for name in ["format-hash", "format-boxed", "format-number", "length"] {
+            assert!(get(name).unwrap().format, "{name}");
+        }
+        assert!(!get("hash").unwrap().format);
     }
 }

@@ -243,6 +243,18 @@ fn curves(runs: &[RunData], figures: &mut Vec<Figure>) -> String {
         }
     }
     keys.extend(extra.into_iter().map(|k| (k.clone(), k)));
+    // A weighted reward's components (`rewards` in metrics.jsonl): one curve each, after the
+    // pass rate, keyed `rewards.<name>`.
+    let components: std::collections::BTreeSet<String> = runs
+        .iter()
+        .flat_map(|r| r.steps.iter().filter_map(|st| st.get("rewards")?.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>())))
+        .flatten()
+        .collect();
+    let at = keys.iter().position(|(k, _)| k == "pass_rate").map_or(keys.len(), |i| i + 1);
+    keys.splice(
+        at..at,
+        components.into_iter().map(|c| (format!("rewards.{c}"), format!("reward component {c} (mean score, before its weight)"))),
+    );
     let mut s = String::from("<h2>Training curves</h2>");
     if runs.iter().all(|r| r.steps.is_empty()) {
         s.push_str("<p class=\"note\">No step has been logged yet.</p>");
@@ -257,7 +269,7 @@ fn curves(runs: &[RunData], figures: &mut Vec<Figure>) -> String {
             .map(|(i, r)| Series {
                 label: r.label.clone(),
                 color: color(i),
-                points: r.steps.iter().filter_map(|st| Some((num(st.get("step"))?, num(st.get(&key))))).collect(),
+                points: r.steps.iter().filter_map(|st| Some((num(st.get("step"))?, num(step_value(st, &key))))).collect(),
             })
             .collect();
         let values = || series.iter().flat_map(|x| x.points.iter().filter_map(|p| p.1));
@@ -277,6 +289,14 @@ fn curves(runs: &[RunData], figures: &mut Vec<Figure>) -> String {
         let _ = write!(s, "<p>0 at every step (not drawn): {}.</p>", escape(&zero.join(", ")));
     }
     s
+}
+
+/// A step's value of `key`; `rewards.<name>` is a weighted reward's component.
+fn step_value<'a>(step: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match key.strip_prefix("rewards.") {
+        Some(name) => step.get("rewards")?.get(name),
+        None => step.get(key),
+    }
 }
 
 /// Wilson's 95% interval of `k` successes in `n`.
@@ -425,5 +445,28 @@ mod tests {
         assert!((lo - 0.2366).abs() < 1e-4 && (hi - 0.7634).abs() < 1e-4, "{lo} {hi}");
         let (lo, hi) = wilson(0.0, 4.0);
         assert!(lo == 0.0 && (hi - 0.4899).abs() < 1e-4, "{hi}");
+    }
+
+    /// Issue #49: a weighted reward's components get one curve each, after the pass rate.
+    #[test]
+    fn each_reward_component_gets_a_curve() {
+        let steps = (1..=3)
+            .map(|i| serde_json::json!({"step": i, "reward_mean": 0.1 * i as f64, "pass_rate": 0.1, "rewards": {"hash": 0.1, "format-hash": 0.2 * i as f64}}))
+            .collect();
+        let run = RunData {
+            dir: "run".into(),
+            label: "run".into(),
+            config: Default::default(),
+            steps,
+            results: None,
+            before: None,
+            before_instances: None,
+            notes: Vec::new(),
+        };
+        let mut figures = Vec::new();
+        curves(&[run], &mut figures);
+        let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["curve-reward_mean", "curve-pass_rate", "curve-rewards.format-hash", "curve-rewards.hash"]);
+        assert!(figures[2].svg.contains("reward component format-hash"));
     }
 }
