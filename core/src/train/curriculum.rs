@@ -144,7 +144,7 @@ impl Curriculum {
                     groups.len() - 1
                 }
             };
-            groups[at].2[0] += (e.reward >= 1.0) as u32;
+            groups[at].2[0] += e.solved() as u32;
             groups[at].2[1] += 1;
         }
         for (_, task, counts) in groups {
