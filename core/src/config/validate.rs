@@ -83,8 +83,8 @@ fn finite(config: &RunConfig) -> Result<(), ConfigError> {
             _ => Ok(()),
         }
     }
-    // `env.options` is JSON, where a non-finite float from `--set` or the TOML file became
-    // null (TOML has no null), which TOML cannot hold: find it there first (issue #49).
+    // `env.options` is JSON: a non-finite float from `--set` or the TOML file is a JSON null
+    // there, which the TOML walk below cannot serialize (it panicked); refuse it first, by key.
     fn nulls(path: &str, v: &serde_json::Value) -> Result<(), ConfigError> {
         match v {
             serde_json::Value::Null => {
