@@ -18,23 +18,24 @@ pub struct Decimal {
     exp: i64,
 }
 
+/// An optional `-` or `+` at `b[*i]`, stepped over; whether it was `-`.
+fn sign(b: &[u8], i: &mut usize) -> bool {
+    match b.get(*i) {
+        Some(&c @ (b'-' | b'+')) => {
+            *i += 1;
+            c == b'-'
+        }
+        _ => false,
+    }
+}
+
 impl Decimal {
     /// `[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?`, the whole of `s`; `None` otherwise (or when
     /// the exponent is beyond [`MAX_EXPONENT`]).
     pub fn parse(s: &str) -> Option<Decimal> {
         let b = s.as_bytes();
         let mut i = 0;
-        let neg = match b.first() {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
-            }
-            _ => false,
-        };
+        let neg = sign(b, &mut i);
         let mut digits = Vec::new();
         let mut exp: i64 = 0;
         let int_start = i;
@@ -58,17 +59,7 @@ impl Decimal {
         }
         if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
             i += 1;
-            let eneg = match b.get(i) {
-                Some(b'-') => {
-                    i += 1;
-                    true
-                }
-                Some(b'+') => {
-                    i += 1;
-                    false
-                }
-                _ => false,
-            };
+            let eneg = sign(b, &mut i);
             let start = i;
             let mut e: i64 = 0;
             while i < b.len() && b[i].is_ascii_digit() {
