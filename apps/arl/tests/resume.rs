@@ -394,6 +394,82 @@ fn a_lora_run_trains_and_resumes_from_its_adapter() {
     let _ = std::fs::remove_dir_all(&b);
 }
 
+/// Run `out` with `extra`, its env blocking after `episodes` episodes, SIGKILLed once `marker`
+/// (a file under `out`) exists and holds `holding`, while the run is still blocked.
+fn kill_once(out: &Path, extra: &[&str], episodes: usize, marker: &str, holding: &str) {
+    let mut child = command(out, extra).env(BLOCK_VAR, episodes.to_string()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let marker = out.join(marker);
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&marker).is_ok_and(|t| t.contains(holding)) {
+        assert!(t0.elapsed() < Duration::from_secs(300), "no {} holding {holding}", marker.display());
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the run ended before the kill: {status}: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(child.try_wait().unwrap().is_none(), "the run must still be running (blocked in an evaluation)");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+fn results(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results.json")).unwrap()
+}
+
+/// A run killed during an evaluation keeps the splits it finished: killed in the evaluation
+/// before training (after `heldout`, blocked in `heldout_instances`), it resumes from
+/// `step-00000` and evaluates only the second split; killed in the evaluation after training
+/// (blocked in `heldout_instances` again), it resumes from `final` and evaluates only that
+/// split. The results equal an uninterrupted run's, evaluations and steps alike.
+#[test]
+fn a_run_killed_during_an_evaluation_keeps_the_splits_it_finished() {
+    // 4 tasks per split, 1 episode each: the evaluation before is episodes 0–7 (heldout first),
+    // training 3 steps × 4 episodes, the evaluation after 4 + 4.
+    let eval = ["--set", "eval.n=1"];
+    let a = out_dir("eval-a");
+    let run_a = command(&a, &eval).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let b = out_dir("eval-b");
+    kill_once(&b, &eval, 4, "checkpoints/step-00000/trainer_state.json", "\"before\"");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("checkpoints/step-00000/trainer_state.json")).unwrap()).unwrap();
+    assert!(state["before"].is_object() && state.get("before_instances").is_none(), "{state}");
+    assert!(!b.join("checkpoints/step-00001").exists());
+
+    // Resumed, it evaluates heldout_instances (4 episodes), trains (12) and evaluates heldout
+    // after (4), then blocks in heldout_instances after.
+    let resume = ["--set", "eval.n=1", "--resume"];
+    kill_once(&b, &resume, 20, "checkpoints/final/trainer_state.json", "\"after\"");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("checkpoints/final/trainer_state.json")).unwrap()).unwrap();
+    assert!(state["after"].is_object() && state.get("after_instances").is_none() && state["step"] == 3, "{state}");
+    assert!(!b.join("results.json").exists());
+
+    let resumed = run(&b, &resume);
+    let log = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{log}\n{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(log.contains("eval after, heldout: pass@1") && log.contains("(from the checkpoint)"), "{log}");
+    assert_eq!(log.matches("eval after, heldout_instances: 1 episode per task").count(), 1, "{log}");
+
+    let done = run_a.wait_with_output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let (x, y) = (results(&a), results(&b));
+    for key in ["before", "after"] {
+        assert!(x[key]["episodes"].as_array().is_some_and(|e| e.len() == 4), "{key}: {}", x[key]);
+        assert_eq!(x[key], y[key], "{key}");
+        assert_eq!(x["heldout_instances"][key], y["heldout_instances"][key], "heldout_instances {key}");
+    }
+    let (sx, sy) = (x["steps"].as_array().unwrap(), y["steps"].as_array().unwrap());
+    assert_eq!(sx.len(), 3);
+    for (p, q) in sx.iter().zip(sy) {
+        assert_same_metrics(p, q);
+    }
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
 #[test]
 fn resume_without_a_checkpoint_says_so() {
     let dir = out_dir("none");

@@ -43,6 +43,12 @@ pub struct TrainerState {
     /// The evaluation before training on the second held-out split (`heldout_instances`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_instances: Option<Evaluation>,
+    /// The evaluations after training finished so far (`final` only; a run killed during them
+    /// resumes with the splits still missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Evaluation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_instances: Option<Evaluation>,
     /// The `difficulty` task sampler's state (`None` with `uniform`, whose state is
     /// `tasks_used`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,6 +162,15 @@ pub fn write(
         }
     }
     Ok(dir)
+}
+
+/// Replace the `trainer_state.json` of checkpoint `dir` (written beside it and renamed into
+/// place, so a kill leaves the old or the new one).
+pub fn rewrite_state(dir: &Path, state: &TrainerState) -> Result<(), TrainError> {
+    let path = dir.join(STATE_FILE);
+    let tmp = dir.join(format!(".{STATE_FILE}.tmp"));
+    std::fs::write(&tmp, serde_json::to_string_pretty(state).expect("trainer state serializes")).map_err(TrainError::at(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(TrainError::at(&path))
 }
 
 /// Remove all but the newest `keep` `step-NNNNN` checkpoints under `out` (`final` is never
@@ -340,6 +355,8 @@ mod tests {
             steps: vec![],
             before: None,
             before_instances: None,
+            after: None,
+            after_instances: None,
             task_sampler: None,
             tool_stats: BTreeMap::new(),
             wall_seconds: 0.0,

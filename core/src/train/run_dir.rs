@@ -168,6 +168,8 @@ mod tests {
             steps: vec![],
             before: None,
             before_instances: None,
+            after: None,
+            after_instances: None,
             task_sampler: None,
             tool_stats: Default::default(),
             wall_seconds: 0.0,

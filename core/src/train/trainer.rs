@@ -129,10 +129,14 @@ pub fn train(
             return Err(TrainError::Other(format!("{} was written by `arl sft`; continue it with `arl sft --resume`", dir.display())));
         }
         log(&format!("resumed from {} after step {}", dir.display(), state.step));
-        Some(state)
+        Some((dir, state))
     } else {
         None
     };
+    // Resumed from `final` (killed during the evaluation after training): the splits it finished.
+    let mut resumed_final: Option<TrainerState> =
+        resumed.as_ref().filter(|(dir, s)| dir.ends_with("final") && s.step >= total_steps).map(|(_, s)| s.clone());
+    let resumed = resumed.map(|(_, s)| s);
     // The held-out splits the env has: `heldout` always, `heldout_instances` when it lists any.
     let splits: Vec<Split> = if eval_n == 0 {
         Vec::new()
@@ -143,8 +147,36 @@ pub fn train(
     };
     let held_out = HeldOut { env, codec, splits: &splits, n: eval_n, opts: &eval_opts, bootstrap: &bootstrap };
     let [before, before_instances] = match &resumed {
-        Some(state) => [state.before.clone(), state.before_instances.clone()],
-        None => held_out.evaluate(policy, "before", log, progress)?,
+        Some(state) if state.step > 0 => [state.before.clone(), state.before_instances.clone()],
+        // A fresh run, or one killed during this evaluation (resumed from `step-00000`): each
+        // finished split is checkpointed at once, so a kill loses at most the split under way.
+        _ => {
+            let done = resumed.as_ref().map_or([None, None], |s| [s.before.clone(), s.before_instances.clone()]);
+            let earlier = resumed.as_ref().map_or(0.0, |s| s.wall_seconds);
+            let mut save = |policy: &dyn TrainablePolicy, evals: &[Option<Evaluation>; 2]| -> Result<(), TrainError> {
+                if !config.output.checkpoints {
+                    return Ok(());
+                }
+                let state = TrainerState {
+                    step: 0,
+                    config: config.clone(),
+                    steps: Vec::new(),
+                    before: evals[0].clone(),
+                    before_instances: evals[1].clone(),
+                    after: None,
+                    after_instances: None,
+                    task_sampler: None,
+                    tool_stats: BTreeMap::new(),
+                    wall_seconds: earlier + start.elapsed().as_secs_f64(),
+                    tasks_used: 0,
+                    run_id: run_id.clone(),
+                    groups_in_flight: 0,
+                    sft: None,
+                };
+                checkpoint::write(policy, codec, out_dir, "step-00000", &state).map(drop)
+            };
+            held_out.evaluate(policy, "before", done, &mut save, log, progress)?
+        }
     };
 
     let train_tasks = env.tasks(Split::Train)?;
@@ -174,6 +206,8 @@ pub fn train(
         steps: steps.to_vec(),
         before: before.clone(),
         before_instances: before_instances.clone(),
+        after: None,
+        after_instances: None,
         task_sampler: None,
         tool_stats: tool_stats.clone(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
@@ -368,14 +402,29 @@ pub fn train(
     if in_flight > 0 {
         log(&format!("{} in flight at the end discarded (their tasks are sampled again on --resume)", plural(in_flight, "group")));
     }
-    if config.output.checkpoints && config.trainer.steps > first_step {
+    // `final` is written once per run: after the last step, or on a resume from the last step's
+    // checkpoint (killed before `final` was in place).
+    if config.output.checkpoints && resumed_final.is_none() {
         let mut state = state_at(config.trainer.steps, &steps, &tool_stats, cursor);
         state.groups_in_flight = in_flight;
         state.task_sampler = curriculum.state();
         checkpoint::write(policy, codec, out_dir, "final", &state)?;
+        resumed_final = Some(state);
     }
 
-    let [after, after_instances] = held_out.evaluate(policy, "after", log, progress)?;
+    // Each finished split is recorded in `final`, so a kill loses at most the split under way.
+    let done = resumed_final.as_ref().map_or([None, None], |s| [s.after.clone(), s.after_instances.clone()]);
+    let final_dir = checkpoint::checkpoints_dir(out_dir).join("final");
+    let mut save = |_: &dyn TrainablePolicy, evals: &[Option<Evaluation>; 2]| -> Result<(), TrainError> {
+        match resumed_final.as_mut().filter(|_| config.output.checkpoints) {
+            Some(state) => {
+                [state.after, state.after_instances] = evals.clone();
+                checkpoint::rewrite_state(&final_dir, state)
+            }
+            None => Ok(()),
+        }
+    };
+    let [after, after_instances] = held_out.evaluate(policy, "after", done, &mut save, log, progress)?;
     let difference = paired(&before, &after, &bootstrap, log)?;
     let instances_difference = paired(&before_instances, &after_instances, &bootstrap, log)?;
     let heldout_instances = (before_instances.is_some() || after_instances.is_some()).then_some(SplitResult {
@@ -590,22 +639,32 @@ struct HeldOut<'a> {
 }
 
 impl HeldOut<'_> {
-    /// `[heldout, heldout_instances]`, each `None` when not evaluated.
+    /// `[heldout, heldout_instances]`, each `None` when not evaluated. The splits in `done`
+    /// (from a checkpoint) are kept; `save` is called after each split evaluated here.
     fn evaluate(
         &self,
         policy: &mut dyn TrainablePolicy,
         when: &str,
+        done: [Option<Evaluation>; 2],
+        save: &mut dyn FnMut(&dyn TrainablePolicy, &[Option<Evaluation>; 2]) -> Result<(), TrainError>,
         log: &mut dyn FnMut(&str),
         progress: &mut dyn FnMut(&str, usize, usize),
     ) -> Result<[Option<Evaluation>; 2], TrainError> {
         let mut out = [None, None];
         for &split in self.splits {
+            let slot = usize::from(split == Split::HeldoutInstances);
+            if let Some(e) = &done[slot] {
+                log(&format!("{} (from the checkpoint)", eval_line(when, e)));
+                out[slot] = Some(e.clone());
+                continue;
+            }
             let stage = format!("eval {when}, {split}");
             log(&format!("{stage}: {} per task", plural(self.n, "episode")));
             let e =
                 evaluate_split(self.env, self.codec, policy, split, self.n, self.opts, self.bootstrap, &mut |d, t| progress(&stage, d, t))?;
             log(&eval_line(when, &e));
-            out[usize::from(split == Split::HeldoutInstances)] = Some(e);
+            out[slot] = Some(e);
+            save(&*policy, &out)?;
         }
         Ok(out)
     }

@@ -217,6 +217,8 @@ pub fn train_sft(
         steps: Vec::new(),
         before: None,
         before_instances: None,
+        after: None,
+        after_instances: None,
         task_sampler: None,
         tool_stats: Default::default(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
