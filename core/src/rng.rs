@@ -24,6 +24,12 @@ impl SplitMix64 {
     }
 }
 
+/// FNV-1a (64-bit): a stable seed from a name (a template id, a weight's name, a LoRA module).
+/// `arl-gguf` keeps its own copy: it depends on no arl crate.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +40,13 @@ mod tests {
         let mut r = SplitMix64(1234567);
         assert_eq!(r.next_u64(), 6457827717110365317);
         assert_eq!(r.next_u64(), 3203168211198807973);
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_values() {
+        // The FNV reference test vectors (Fowler, Noll, Vo): "", "a", "foobar".
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
     }
 }

@@ -6,18 +6,15 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
+use arl_core::rng::SplitMix64;
 use arl_tests::{arl_status, scratch_dir};
 use serde_json::{Value, json};
 
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
@@ -138,7 +135,7 @@ fn fuzz(name: &str, args: &[&str], seed_doc: Value, rounds: usize) {
     let rounds = std::env::var("ARL_FUZZ_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(rounds);
     let dir = scratch_dir(&format!("fuzz-{name}"));
     let input = dir.join("input.json");
-    let mut rng = Rng(name.len() as u64 * 7919);
+    let mut rng = Rng(SplitMix64(name.len() as u64 * 7919));
     // The seed itself is valid.
     std::fs::write(&input, seed_doc.to_string()).unwrap();
     let input_s = input.to_str().unwrap().to_string();
@@ -200,7 +197,7 @@ fn grade_never_panics_on_mangled_sources() {
     let reference = std::fs::read_to_string(dump.join(&id).join("reference.py")).unwrap();
     let dir = scratch_dir("fuzz-grade");
     let input = dir.join("fix.py");
-    let mut rng = Rng(17);
+    let mut rng = Rng(SplitMix64(17));
     let args = ["grade", "--env", "edit", "--task", id.as_str(), "--source", "{input}"];
     let mut sources = vec![String::new(), "\u{0}\u{1}".repeat(100), "import os\nos._exit(0)\n".into(), "x".repeat(1 << 16)];
     for _ in 0..8 {

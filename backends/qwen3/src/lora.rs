@@ -100,7 +100,7 @@ pub fn peft_init<B: Backend>(
 ) -> LoraAdapter<B> {
     let r = config.rank as usize;
     let bound = 1.0 / (d_in as f32).sqrt();
-    let stream = module.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let stream = arl_core::rng::fnv1a(module.as_bytes());
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ stream);
     let uniform = Uniform::new(-bound, bound).expect("a positive bound");
     let a: Vec<f32> = (0..r * d_in).map(|_| uniform.sample(&mut rng)).collect();

@@ -110,7 +110,7 @@ impl WeightSource for RandomInit {
         if name.ends_with(".bias") {
             return Ok(vec![0.0; n]);
         }
-        let stream = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let stream = arl_core::rng::fnv1a(name.as_bytes());
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ stream);
         let normal = Normal::new(0.0f32, self.std).expect("std is finite and positive");
         Ok((0..n).map(|_| normal.sample(&mut rng)).collect())

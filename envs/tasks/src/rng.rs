@@ -23,7 +23,7 @@ impl Rng {
     }
 }
 
-/// FNV-1a, to derive a stable per-template seed from its id.
+/// A stable per-template seed from its id (FNV-1a).
 pub fn hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    arl_core::rng::fnv1a(text.as_bytes())
 }

@@ -122,17 +122,10 @@ pub struct BenchScore {
     pub lora_rank: u32,
 }
 
-/// Deterministic random token ids (splitmix64), no RNG crate needed.
+/// Deterministic random token ids (arl-core's splitmix64).
 pub(crate) fn random_ids(rows: usize, len: usize, vocab: usize, seed: u64) -> Vec<Vec<u32>> {
-    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut next = move || {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    (0..rows).map(|_| (0..len).map(|_| (next() % vocab as u64) as u32).collect()).collect()
+    let mut rng = arl_core::rng::SplitMix64(seed.wrapping_add(0x9E37_79B9_7F4A_7C15));
+    (0..rows).map(|_| (0..len).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()).collect()
 }
 
 impl Bench {
