@@ -153,3 +153,73 @@ fn prompts_dropped_for_length_and_identical_rewards_are_counted_per_step() {
     assert!(zero_var >= (dropped / 2) as f64 / 16.0 && nonzero <= zero_var - (dropped / 2) as f64 / 16.0 + 1e-12, "{m}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// Issue #49: a few-shot block from its own file reaches the prompt the model sees (the
+/// held-out transcript in `results.json`), after the system message; a file of lines that are
+/// not tasks, or an example that would leak a held-out answer, is refused with one line,
+/// exit 2, before anything loads.
+#[test]
+fn a_few_shot_block_is_in_every_prompt_and_never_leaks_a_held_out_answer() {
+    let root = scratch_dir("dataset-few-shot");
+    let data = root.join("tasks.jsonl");
+    std::fs::write(&data, LINES).unwrap();
+    let shots = root.join("shots.jsonl");
+    std::fs::write(&shots, "{\"prompt\": \"What is 1 + 1?\", \"answer\": 2, \"solution\": \"1 + 1 = 2\\n#### 2\"}\n{\"prompt\": \"What is 3 * 3?\", \"answer\": 9}\n").unwrap();
+    let out = root.join("run");
+    let set = |k: &str, v: &str| format!("env.options.{k}={v:?}");
+    let (path, few_shot) = (set("path", data.to_str().unwrap()), set("few_shot", shots.to_str().unwrap()));
+    let mut args =
+        vec!["run", "--env", "dataset", "--set", &path, "--set", &few_shot, "--set", "env.options.system=\"Answer after ####.\""];
+    args.extend(["--model", "tiny", "--steps", "1", "--prompts", "2", "--group-size", "2", "--eval-n", "1"]);
+    args.extend(["--set", "env.options.max_new_tokens=4", "--set", "output.checkpoints=false", "--out", out.to_str().unwrap()]);
+    let log = arl(&args).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let text = results["before"]["transcripts"][0]["text"].as_str().unwrap_or_else(|| panic!("no transcript: {log}"));
+    // The held-out task (seed 0, 20 % of 5 lines) and its line.
+    let held_id = results["before"]["transcripts"][0]["task_id"].as_str().unwrap().to_string();
+    let line_of_held = LINES.lines().enumerate().find(|(i, _)| held_id == format!("tasks-{}", i + 1)).map(|(_, l)| l);
+    let held: serde_json::Value =
+        serde_json::from_str(line_of_held.unwrap_or_else(|| panic!("held-out task {held_id}: {results}"))).unwrap();
+    let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("no {s:?} in {text}"));
+    // The system message first: `system`'s before a prompt line, a conversation's own.
+    let system = if held.get("prompt").is_some() { "Answer after ####." } else { "Be brief." };
+    assert!(at(system) < at("What is 1 + 1?"), "{text}");
+    assert!(at("What is 1 + 1?") < at("1 + 1 = 2\n#### 2") && at("1 + 1 = 2\n#### 2") < at("What is 3 * 3?"), "{text}");
+    std::fs::remove_dir_all(&out).unwrap();
+
+    let leak = root.join("leak.jsonl");
+    let leaking = serde_json::json!({"prompt": "Another question", "answer": held["answer"]});
+    std::fs::write(&leak, format!("{{\"prompt\": \"What is 1 + 1?\", \"answer\": 2}}\n{leaking}\n")).unwrap();
+    let bad = root.join("bad.jsonl");
+    std::fs::write(&bad, "{\"prompt\": \"What is 1 + 1?\", \"answer\": 2}\n{\"prompt\": \"no answer\"}\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![set("few_shot", bad.to_str().unwrap())], "bad.jsonl line 2: no `answer`"),
+        (vec![set("few_shot", "/no/shots.jsonl")], "env.options.few_shot /no/shots.jsonl: No such file"),
+        (vec![set("few_shot", leak.to_str().unwrap())], "leak.jsonl line 2: the example's answer"),
+        (
+            vec![set("few_shot", shots.to_str().unwrap()), "env.options.few_shot_n=3".into()],
+            "env.options.few_shot_n: 3 is out of range; valid: 1 to 2",
+        ),
+        (vec!["env.options.few_shot_n=1".into()], "need env.options.few_shot"),
+    ];
+    for (sets, says) in cases {
+        let mut args: Vec<String> =
+            ["run", "--env", "dataset", "--model", "tiny", "--out", out.to_str().unwrap(), "--set", &path].map(String::from).to_vec();
+        for s in sets {
+            args.extend(["--set".to_string(), s]);
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, result) = arl_status(&argv);
+        let err = result.expect_err("must fail");
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err} (want {says})");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+    // The overlap, allowed on purpose, loads.
+    let mut args =
+        vec!["run", "--env", "dataset", "--set", &path, "--model", "tiny", "--smoke", "--smoke-n", "1", "--out", out.to_str().unwrap()];
+    let allowed = set("few_shot", leak.to_str().unwrap());
+    args.extend(["--set", &allowed, "--set", "env.options.few_shot_allow_overlap=true", "--set", "env.options.max_new_tokens=4"]);
+    arl(&args).unwrap();
+}

@@ -28,6 +28,7 @@ mod replay;
 mod report;
 mod sampler;
 mod sft;
+mod tensorboard;
 mod test_plugins;
 mod tools;
 mod trainer;

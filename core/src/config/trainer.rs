@@ -305,10 +305,13 @@ pub struct OutputConfig {
     /// Write checkpoints (every `trainer.checkpoint_every` steps and at the end) under
     /// `<dir>/checkpoints`.
     pub checkpoints: bool,
+    /// A directory for TensorBoard event files (`tensorboard --logdir`): every number of
+    /// `metrics.jsonl`, per step. Unset: none written.
+    pub tensorboard: Option<String>,
 }
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        Self { dir: "runs/latest".into(), checkpoints: true }
+        Self { dir: "runs/latest".into(), checkpoints: true, tensorboard: None }
     }
 }

@@ -89,6 +89,7 @@ const MAY_DIFFER: &[&str] = &[
     "trainer.keep_checkpoints",
     "output.dir",
     "output.checkpoints",
+    "output.tensorboard",
 ];
 
 /// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once

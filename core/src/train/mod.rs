@@ -17,6 +17,7 @@ pub mod preflight;
 pub mod rollout;
 pub mod run_dir;
 pub mod sft;
+pub mod tensorboard;
 pub mod trainer;
 pub mod update;
 

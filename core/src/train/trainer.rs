@@ -197,8 +197,21 @@ pub fn train(
     }
     // A resumed run rewrites the lines of the steps it keeps (a killed process may have
     // logged a step it never checkpointed).
+    // TensorBoard event files (`output.tensorboard`), the same steps as `metrics.jsonl`.
+    let mut events = match &config.output.tensorboard {
+        Some(dir) => {
+            let dir = Path::new(dir);
+            let w = super::tensorboard::EventWriter::create(dir, run_id.as_deref()).map_err(TrainError::at(dir))?;
+            log(&format!("tensorboard: {} (tensorboard --logdir {})", w.path().display(), dir.display()));
+            Some(w)
+        }
+        None => None,
+    };
     for m in &steps {
         writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
+        if let Some(w) = &mut events {
+            w.step(m).map_err(|e| TrainError::File { path: w.path().to_path_buf(), error: e })?;
+        }
     }
     let state_at = |step: u32, steps: &[StepMetrics], tool_stats: &BTreeMap<String, u64>, tasks_used: usize| TrainerState {
         step,
@@ -357,6 +370,9 @@ pub fn train(
             let m = steps.last().expect("just pushed");
             writeln!(metrics_file, "{}", serde_json::to_string(m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
             metrics_file.flush().map_err(TrainError::at(&metrics_path))?;
+            if let Some(w) = &mut events {
+                w.step(m).map_err(|e| TrainError::File { path: w.path().to_path_buf(), error: e })?;
+            }
             let done_here = (step + 1 - first_step) as f64;
             let per_step = loop_start.elapsed().as_secs_f64() / done_here;
             let eta = per_step * (total_steps - step - 1) as f64;
@@ -638,6 +654,9 @@ struct HeldOut<'a> {
     bootstrap: &'a Bootstrap,
 }
 
+/// Called after each held-out split is evaluated, with the splits so far (a checkpoint).
+type SaveSplits<'a> = dyn FnMut(&dyn TrainablePolicy, &[Option<Evaluation>; 2]) -> Result<(), TrainError> + 'a;
+
 impl HeldOut<'_> {
     /// `[heldout, heldout_instances]`, each `None` when not evaluated. The splits in `done`
     /// (from a checkpoint) are kept; `save` is called after each split evaluated here.
@@ -646,7 +665,7 @@ impl HeldOut<'_> {
         policy: &mut dyn TrainablePolicy,
         when: &str,
         done: [Option<Evaluation>; 2],
-        save: &mut dyn FnMut(&dyn TrainablePolicy, &[Option<Evaluation>; 2]) -> Result<(), TrainError>,
+        save: &mut SaveSplits<'_>,
         log: &mut dyn FnMut(&str),
         progress: &mut dyn FnMut(&str, usize, usize),
     ) -> Result<[Option<Evaluation>; 2], TrainError> {

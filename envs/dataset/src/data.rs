@@ -12,6 +12,11 @@ pub struct Item {
     pub id: String,
     pub messages: Vec<Message>,
     pub answer: String,
+    /// The line's optional `"solution"`: the worked reply a few-shot example shows (a task
+    /// line's is not used).
+    pub solution: Option<String>,
+    /// The 1-based line number in its file.
+    pub line: usize,
 }
 
 impl Item {
@@ -20,9 +25,10 @@ impl Item {
     }
 }
 
-/// Read every line of `path`; `system` goes before each `prompt` line.
-pub fn read(path: &Path, system: Option<&str>) -> Result<Vec<Item>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("env.options.path {}: {e}", path.display()))?;
+/// Read every line of `path` (the file of config key `key`, named in its errors); `system`
+/// goes before each `prompt` line.
+pub fn read(path: &Path, key: &str, system: Option<&str>) -> Result<Vec<Item>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{key} {}: {e}", path.display()))?;
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "line".into());
     let mut items = Vec::new();
     let mut ids = std::collections::HashSet::new();
@@ -67,10 +73,15 @@ pub fn read(path: &Path, system: Option<&str>) -> Result<Vec<Item>, String> {
         if !ids.insert(id.clone()) {
             return Err(at(format!("id `{id}` appears twice")));
         }
-        items.push(Item { id, messages, answer });
+        let solution = match obj.get("solution") {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(at("`solution` must be a string".into())),
+        };
+        items.push(Item { id, messages, answer, solution, line: i + 1 });
     }
     if items.is_empty() {
-        return Err(format!("env.options.path {}: no tasks in the file", path.display()));
+        return Err(format!("{key} {}: no tasks in the file", path.display()));
     }
     Ok(items)
 }
@@ -99,7 +110,7 @@ mod tests {
             "ok",
             "{\"prompt\": \"2+2?\", \"answer\": 4}\n\n{\"id\": \"q2\", \"messages\": [{\"role\": \"user\", \"content\": \"Capital of France?\"}], \"answer\": \"Paris\"}\n",
         );
-        let items = read(&p, Some("Be brief.")).unwrap();
+        let items = read(&p, "env.options.path", Some("Be brief.")).unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(
             (items[0].id.as_str(), items[0].answer.as_str(), items[0].messages.len()),
@@ -132,7 +143,7 @@ mod tests {
         ];
         for (k, (text, says)) in cases.iter().enumerate() {
             let p = file(&format!("bad{k}"), text);
-            let err = read(&p, None).unwrap_err();
+            let err = read(&p, "env.options.path", None).unwrap_err();
             assert!(err.contains(says), "{err} (want {says})");
             std::fs::remove_file(p).unwrap();
         }
@@ -140,7 +151,8 @@ mod tests {
 
     #[test]
     fn the_split_is_seeded_disjoint_and_complete() {
-        let items: Vec<Item> = (0..50).map(|i| Item { id: format!("t{i}"), messages: vec![], answer: i.to_string() }).collect();
+        let items: Vec<Item> =
+            (0..50).map(|i| Item { id: format!("t{i}"), messages: vec![], answer: i.to_string(), solution: None, line: i + 1 }).collect();
         let (train, held) = split(items.clone(), 0.2, 7);
         assert_eq!((train.len(), held.len()), (40, 10));
         let (train2, held2) = split(items.clone(), 0.2, 7);

@@ -27,9 +27,15 @@
 //! rewards = [{ name = "hash", weight = 1.0 }, { name = "format-hash", weight = 0.2 }]
 //! correct = "hash"
 //! ```
+//!
+//! Prompt shaping: `system` (a system message before each `prompt` line) and `few_shot`, a
+//! separate JSONL file of solved examples (`few_shot.rs`; the first `few_shot_n`) put before
+//! every task as user/assistant turns; an example that is a held-out task, or (unless
+//! `few_shot_allow_overlap`) whose answer is a held-out answer, is refused.
 
 pub mod data;
 pub mod decimal;
+pub mod few_shot;
 pub mod reward;
 
 use std::collections::BTreeMap;
@@ -73,6 +79,17 @@ pub struct DatasetOptions {
     /// A system message put before each `prompt` line (not before `messages` lines).
     #[serde(default)]
     pub system: Option<String>,
+    /// A JSONL file of solved examples (the data set's line format, an optional `solution`
+    /// as the reply shown), put before every task as user/assistant turns.
+    #[serde(default)]
+    pub few_shot: Option<PathBuf>,
+    /// How many of `few_shot`'s examples, from its first line; unset: all.
+    #[serde(default)]
+    pub few_shot_n: Option<usize>,
+    /// Keep a few-shot example whose answer is also a held-out task's answer (refused by
+    /// default: the block could leak it).
+    #[serde(default)]
+    pub few_shot_allow_overlap: bool,
     /// `numeric`: the largest absolute difference that still counts as equal; 0 (the
     /// default): the numbers must be equal, exactly, at any size.
     #[serde(default = "default_tolerance")]
@@ -239,9 +256,9 @@ impl DatasetEnv {
         if reward.settings.pattern.is_none() && reward.components.iter().any(|(f, _)| f.name == "regex") {
             return Err("env.options.pattern is required with reward = \"regex\", e.g. \"Answer: (\\\\S+)\"".into());
         }
-        let items = data::read(&o.path, o.system.as_deref())?;
-        let (train, heldout) = match &o.heldout {
-            Some(h) => (items, data::read(h, o.system.as_deref())?),
+        let items = data::read(&o.path, "env.options.path", o.system.as_deref())?;
+        let (mut train, mut heldout) = match &o.heldout {
+            Some(h) => (items, data::read(h, "env.options.heldout", o.system.as_deref())?),
             None => {
                 if !(0.0..1.0).contains(&o.heldout_frac) {
                     return Err(format!("env.options.heldout_frac: {} is out of range; valid: ≥ 0 and < 1", o.heldout_frac));
@@ -251,6 +268,21 @@ impl DatasetEnv {
         };
         if train.is_empty() {
             return Err(format!("{}: no training tasks (every line is held out); lower env.options.heldout_frac", o.path.display()));
+        }
+        match &o.few_shot {
+            Some(path) => {
+                let examples = few_shot::read(path, o.few_shot_n)?;
+                few_shot::check_heldout(&examples, &heldout, path, o.few_shot_allow_overlap)?;
+                for it in train.iter_mut().chain(heldout.iter_mut()) {
+                    few_shot::insert(&mut it.messages, &examples);
+                }
+            }
+            None if o.few_shot_n.is_some() || o.few_shot_allow_overlap => {
+                return Err(
+                    "env.options.few_shot_n and few_shot_allow_overlap need env.options.few_shot, a JSONL file of solved examples".into()
+                );
+            }
+            None => {}
         }
         Ok(Self { train, heldout, reward: Arc::new(reward), max_new_tokens: o.max_new_tokens })
     }

@@ -68,6 +68,11 @@ impl Run {
             std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
             return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n as usize, &out_dir, &mut log);
         }
+        // A tracker directory that cannot be written is refused before anything loads.
+        if let Some(dir) = &config.output.tensorboard {
+            arl_core::train::tensorboard::check_dir(std::path::Path::new(dir))
+                .map_err(|message| arl_core::ConfigError::Invalid { key: "output.tensorboard".into(), message })?;
+        }
         // Read only: refuse another run's folder, or a resume that cannot continue, before loading.
         let start = run_dir::check_start(&out_dir, &config, self.overwrite)?;
         let Built { env, codec, loss, advantage, mut policy, notes } = Built::new(&config)?;

@@ -140,6 +140,12 @@ pub struct TrainArgs {
     pub micro: Option<i64>,
     #[arg(long, value_name = "DIR", help = key_help("Run folder", "output.dir"))]
     pub out: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = key_help("Also write TensorBoard event files here: every number of metrics.jsonl, per step", "output.tensorboard")
+    )]
+    pub tensorboard: Option<String>,
     #[arg(long, help = key_help("Continue the run in --out from its last checkpoint, with the same settings", "trainer.resume"))]
     pub resume: bool,
     /// Train LoRA adapters on the frozen base (adds the `[lora]` section with its defaults,
@@ -195,6 +201,7 @@ impl ConfigArgs {
             flag!(lr => "trainer.lr");
             flag!(micro => "trainer.micro");
             flag!(out => "output.dir");
+            flag!(tensorboard => "output.tensorboard");
             if t.resume {
                 o.set("trainer.resume", true);
             }
