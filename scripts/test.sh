@@ -15,6 +15,10 @@ for setup in scripts/setup/*.sh; do
     bash "$setup"
 done
 
+# Formatting is part of the contract (rustfmt.toml; under a second).
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
 # The vendored crates equal their crates.io releases plus third_party/patches (0.7 s cold; the
 # first run fetches 0.5 MB from static.crates.io).
 echo "== third_party/patches.sh check"
