@@ -98,5 +98,6 @@ fn a_template_raising_gives_its_message() {
 #[test]
 fn an_unknown_repo_id_says_where_it_looked() {
     let err = arl(&["render", "--model", "nobody/nothing-here", "--messages", "/dev/null"]).unwrap_err();
-    assert!(err.starts_with("model nobody/nothing-here: is not a directory and not in the Hugging Face cache (looked in "), "{err}");
+    assert!(err.contains("`nobody/nothing-here` is not a directory, a preset ("), "{err}");
+    assert!(err.contains("looked in ") && err.contains("models--nobody--nothing-here/refs/main"), "{err}");
 }

@@ -12,14 +12,12 @@
 
 mod codec;
 mod files;
-mod model_dir;
 mod self_check;
 mod strftime;
 mod template;
 mod tojson;
 
 pub use codec::{CHATML_TOOLS_TEMPLATE, HfChatCodec, messages_json, tools_json};
-pub use model_dir::resolve_model_dir;
 pub use self_check::self_check;
 pub use template::{ChatTemplate, RenderOptions};
 pub use tojson::dumps as python_json_dumps;

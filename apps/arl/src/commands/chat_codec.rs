@@ -37,18 +37,21 @@ pub fn tokenizer_dir(model: &ModelConfig) -> anyhow::Result<PathBuf> {
             ),
         }
         .into()),
-        Source::Preset(name) => {
-            let dir = qwen3_tokenizer_dir();
-            if !dir.join("tokenizer.json").is_file() {
-                anyhow::bail!(
-                    "preset `{name}` uses the Qwen3 tokenizer, which is not in {}: run scripts/setup/qwen3-tokenizer.sh \
-                     (or set model.tokenizer=DIR)",
-                    dir.display()
-                );
-            }
-            Ok(dir)
-        }
+        Source::Preset(name) => preset_tokenizer_dir(name),
     }
+}
+
+/// The tokenizer of random-weights preset `name`: Qwen3's, from the setup script's cache.
+pub fn preset_tokenizer_dir(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = qwen3_tokenizer_dir();
+    if !dir.join("tokenizer.json").is_file() {
+        anyhow::bail!(
+            "preset `{name}` uses the Qwen3 tokenizer, which is not in {}: run scripts/setup/qwen3-tokenizer.sh \
+             (or set model.tokenizer=DIR)",
+            dir.display()
+        );
+    }
+    Ok(dir)
 }
 
 /// The codec for `model`, with thinking off (the gyms grade the final source, not prose),

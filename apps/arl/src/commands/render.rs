@@ -5,12 +5,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use arl_chat::HfChatCodec;
+use arl_qwen3::hub::Source;
 use serde_json::{Value, json};
 
 #[derive(Debug, clap::Args)]
 pub struct Render {
     /// A directory with tokenizer.json and the chat template (tokenizer_config.json or
-    /// chat_template.jinja), or a repo id (org/name) in the local Hugging Face cache.
+    /// chat_template.jinja), a GGUF source, a repo id (org/name) in the local Hugging Face
+    /// cache, or a preset (its Qwen3 tokenizer): resolved as `arl run --model` is.
     #[arg(long)]
     pub model: String,
     /// A JSON array of messages in HF's shape (role, content, tool_calls, reasoning_content).
@@ -29,7 +31,10 @@ pub struct Render {
 
 impl Render {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
-        let dir = arl_chat::resolve_model_dir(&self.model)?;
+        let dir = match arl_qwen3::hub::resolve(&self.model)? {
+            Source::Dir(dir) => dir,
+            Source::Preset(name) => super::chat_codec::preset_tokenizer_dir(name)?,
+        };
         let codec = HfChatCodec::load(&dir)?.with_enable_thinking(self.enable_thinking);
         let messages = read_array(&self.messages, "--messages")?;
         let tools = self.tools.as_deref().map(|p| read_array(p, "--tools")).transpose()?;
