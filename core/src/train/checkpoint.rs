@@ -89,6 +89,10 @@ const MAY_DIFFER: &[&str] = &[
     "trainer.keep_checkpoints",
     "output.dir",
     "output.checkpoints",
+    "cluster.launcher",
+    "cluster.rollout_workers",
+    "cluster.lease_timeout_s",
+    "cluster.max_round_attempts",
 ];
 
 /// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once

@@ -15,6 +15,7 @@ pub mod micro;
 pub mod offpolicy;
 pub mod preflight;
 pub mod rollout;
+pub mod rounds;
 pub mod run_dir;
 pub mod sft;
 pub mod trainer;
