@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod curriculum;
+pub mod dist;
 pub mod eval;
 pub mod metrics;
 pub mod micro;
