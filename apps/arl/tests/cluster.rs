@@ -1,7 +1,8 @@
 //! `--launcher procs`: the same tiny run rolled out in-process and by three worker processes,
 //! one of which dies (SIGKILL, by the `ARL_FAULT` hook, never by timing) while it holds a
 //! round, trains on bit-identical episodes: the same rewards, losses and gradient norms at
-//! every step and the same final weights, with the lost round issued again.
+//! every step and the same final weights, with the lost round issued again. With LoRA the
+//! workers load the published adapter alone and the runs agree as well.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
 //! calls `arl_cli::run` with the arguments in `ARL_CLUSTER_CHILD_ARGS`; the trainer's workers
@@ -189,6 +190,30 @@ fn procs_workers_with_one_killed_train_exactly_as_the_local_run() {
 }
 
 #[test]
+fn lora_workers_load_the_published_adapter_and_train_as_the_local_run() {
+    let lora = ["--lora", "--set", "trainer.steps=2"];
+    let local = out_dir("lora-local");
+    check(&run(&local, &lora, None));
+    let procs = out_dir("lora-procs");
+    check(&run(&procs, &[&lora[..], &["--launcher", "procs", "--rollout-workers", "2"]].concat(), None));
+    let (a, b) = (steps(&local), steps(&procs));
+    assert_eq!((a.len(), b.len()), (2, 2));
+    for (x, y) in a.iter().zip(&b) {
+        for key in DETERMINISTIC {
+            assert_eq!(x[key], y[key], "step {}: {key}", x["step"]);
+        }
+        assert!(x["grad_norm"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    let adapter = |dir: &Path| sha256(&dir.join("checkpoints/final/adapter_model.safetensors"));
+    assert_eq!(adapter(&local), adapter(&procs));
+    // What the workers loaded: the adapter alone (the base is model.source's).
+    let published = procs.join("dist/weights/v1");
+    assert!(published.join("adapter_model.safetensors").exists() && !published.join("model.safetensors").exists());
+    let _ = std::fs::remove_dir_all(&local);
+    let _ = std::fs::remove_dir_all(&procs);
+}
+
+#[test]
 fn a_round_size_that_does_not_divide_prompts_is_refused_in_one_line() {
     let out = out_dir("bad-round");
     let done = run(&out, &["--set", "cluster.round_groups=3"], None);
@@ -201,5 +226,20 @@ fn a_round_size_that_does_not_divide_prompts_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&async_procs.stderr);
     assert_eq!(async_procs.status.code(), Some(2), "{err}");
     assert!(err.contains("cluster.launcher") && err.contains("lockstep"), "{err}");
+
+    // A worker pointed at a folder with no run of workers, or at another arl version's run.
+    std::fs::create_dir_all(out.join("dist")).unwrap();
+    std::fs::write(out.join("config.toml"), "[env]\nname = \"test-cluster-letters\"\n").unwrap();
+    let worker = |out: &Path| arl_child(&["worker".into(), out.display().to_string()]).output().unwrap();
+    let none = worker(&out);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert_eq!(none.status.code(), Some(2), "{err}");
+    assert!(err.contains("index.json: no such file") && err.contains("--launcher procs"), "{err}");
+    let index = r#"{"protocol": 1, "arl_version": "0.0.1-other", "incarnation": "x", "rounds": []}"#;
+    std::fs::write(out.join("dist/index.json"), index).unwrap();
+    let other = worker(&out);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("is a run of arl 0.0.1-other") && err.lines().count() == 1, "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }

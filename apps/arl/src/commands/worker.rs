@@ -11,7 +11,7 @@ use anyhow::Context;
 use arl_core::policy::Policy;
 use arl_core::registry::{self, EnvPlugin, SandboxPlugin};
 use arl_core::train::dist::worker::{self, Fault, WorkerOptions};
-use arl_core::train::dist::{Index, Layout, read_json};
+use arl_core::train::dist::{Index, Layout, PROTOCOL, read_json};
 use arl_core::train::rounds::RoundContext;
 use arl_core::train::trainer::rollout_options;
 use arl_core::{RunConfig, Split};
@@ -39,11 +39,20 @@ impl Worker {
         let config = RunConfig::from_toml_str(&text).with_context(|| format!("run configuration {}", config_path.display()))?;
         let layout = Layout::of(&self.run_dir);
         // The trainer writes the index before it starts any worker.
-        if read_json::<Index>(&layout.index())?.is_none() {
+        let Some(index) = read_json::<Index>(&layout.index())? else {
             return Err(crate::usage!(
                 "{}: no such file; the run in {} does not roll out through workers (start it with --launcher procs)",
                 layout.index().display(),
                 self.run_dir.display()
+            ));
+        };
+        if index.protocol != PROTOCOL || index.arl_version != env!("CARGO_PKG_VERSION") {
+            return Err(crate::usage!(
+                "{} is a run of arl {} (protocol {}), this is arl {} (protocol {PROTOCOL}); start workers of the trainer's version",
+                self.run_dir.display(),
+                index.arl_version,
+                index.protocol,
+                env!("CARGO_PKG_VERSION")
             ));
         }
         let fault = Fault::from_env().map_err(|e| crate::usage!("{e}"))?;

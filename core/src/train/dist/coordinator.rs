@@ -250,3 +250,111 @@ impl Drop for Coordinator {
         let _ = self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
+    use crate::train::dist::try_claim;
+    use crate::train::dist::wire::RoundResult;
+
+    /// The trainer's policy, which a coordinator never samples with.
+    struct Unused;
+
+    impl Policy for Unused {
+        fn generate(&mut self, _: &[Vec<u32>], _: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+            unreachable!("workers sample")
+        }
+        fn score(&self, _: &[Vec<u32>], _: Option<&[Vec<usize>]>, _: ScoreParams) -> Result<Scores, PolicyError> {
+            unreachable!("workers sample")
+        }
+    }
+
+    fn coordinator(name: &str, max_round_attempts: u32) -> (Coordinator, Layout, RoundSpec) {
+        let dir = std::env::temp_dir().join(format!("arl-coordinator-{name}-{}", std::process::id()));
+        let cluster = ClusterConfig { lease_timeout_s: 0.05, max_round_attempts, ..ClusterConfig::default() };
+        let mut c = Coordinator::create(&dir, &cluster, "test").unwrap();
+        c.published.insert(0);
+        let layout = c.layout().clone();
+        let spec = RoundSpec { id: 0, version: 0, position: 4, group_base: 0, seed: 9, task_ids: vec!["t".into()] };
+        (c, layout, spec)
+    }
+
+    /// The index as a worker reads it.
+    fn issued(layout: &Layout) -> Vec<Issued> {
+        read_json::<Index>(&layout.index()).unwrap().unwrap().rounds
+    }
+
+    fn claim(layout: &Layout, round: u64, attempt: u32, worker: u32) -> bool {
+        try_claim(&layout.claim(round, attempt), &Claim { worker, pid: 0, host: "h".into() }).unwrap()
+    }
+
+    #[test]
+    fn a_round_whose_workers_keep_dying_stops_the_run_in_one_line() {
+        let (mut c, layout, spec) = coordinator("dying", 2);
+        // The trainer's waits call this: a worker that claims every attempt and never beats.
+        let w = layout.clone();
+        c.set_watch(Box::new(move || {
+            for r in issued(&w) {
+                claim(&w, r.round.id, r.attempt, 7);
+            }
+            Ok(())
+        }));
+        let err = c.run(&mut Unused, &[spec], &mut |_, _| {}).unwrap_err().to_string();
+        assert!(err.starts_with("round 0 was issued 2 times and no worker finished it (the last, w7 on h pid 0,"), "{err}");
+        assert!(!err.contains('\n'));
+        assert_eq!(c.take_faults(), Faults { rounds_retried: 1, workers_lost: 1 });
+        let _ = std::fs::remove_dir_all(layout.root.parent().unwrap());
+    }
+
+    #[test]
+    fn a_lost_round_is_issued_again_and_the_first_result_of_any_attempt_is_taken() {
+        let (mut c, layout, spec) = coordinator("late", 3);
+        let output =
+            RoundOutput { episodes: vec![crate::Episode { task_id: "t".into(), reward: 0.5, ..Default::default() }], ..Default::default() };
+        // w3 claims attempt 0 and stops beating; once the round is issued again, its result
+        // arrives after all (slow, not dead): it is taken, and attempt 1 is never waited for.
+        let (w, late) = (layout.clone(), output.clone());
+        let polls = Arc::new(AtomicU32::new(0));
+        let seen = polls.clone();
+        c.set_watch(Box::new(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+            for r in issued(&w) {
+                match r.attempt {
+                    0 => {
+                        claim(&w, r.round.id, 0, 3);
+                    }
+                    _ => {
+                        let result = RoundResult { protocol: PROTOCOL, worker: 3, round: r.round.clone(), outcome: Ok(late.clone()) };
+                        write_atomic(&w.result(r.round.id, 0), &wire::encode(&result)).unwrap();
+                    }
+                }
+            }
+            Ok(())
+        }));
+        let got = c.run(&mut Unused, std::slice::from_ref(&spec), &mut |_, _| {}).unwrap();
+        assert_eq!(got, vec![output]);
+        assert_eq!(c.take_faults(), Faults { rounds_retried: 1, workers_lost: 1 });
+        assert!(polls.load(Ordering::SeqCst) > 1);
+        // Collected: the round left the index.
+        assert!(issued(&layout).is_empty());
+
+        // A result for another spec than the one issued stops the run.
+        let other = RoundSpec { id: 1, seed: 10, ..spec };
+        let w = layout.clone();
+        c.set_watch(Box::new(move || {
+            for r in issued(&w) {
+                let wrong = RoundSpec { seed: 11, ..r.round.clone() };
+                let result = RoundResult { protocol: PROTOCOL, worker: 4, round: wrong, outcome: Ok(RoundOutput::default()) };
+                write_atomic(&w.result(r.round.id, r.attempt), &wire::encode(&result)).unwrap();
+            }
+            Ok(())
+        }));
+        let err = c.run(&mut Unused, &[other], &mut |_, _| {}).unwrap_err().to_string();
+        assert!(err.contains("the worker rolled out another round than the trainer issued as round 1"), "{err}");
+        let _ = std::fs::remove_dir_all(layout.root.parent().unwrap());
+    }
+}
