@@ -234,9 +234,20 @@ impl RolloutExecutor for Coordinator {
             }
             std::thread::sleep(POLL);
         }
-        // Collected: out of the index (a late duplicate finds its round gone and is ignored).
-        self.index.rounds.truncate(first);
+        // Collected: out of the index (a late duplicate finds its round gone and is ignored),
+        // then its claims and results are deleted (a late one written after is never read).
+        let collected = self.index.rounds.split_off(first);
         self.write_index()?;
+        for issued in &collected {
+            for attempt in 0..=issued.attempt {
+                for path in [self.layout.claim(issued.round.id, attempt), self.layout.result(issued.round.id, attempt)] {
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(TrainError::File { path, error: e }),
+                        _ => {}
+                    }
+                }
+            }
+        }
         Ok(outputs.into_iter().map(|o| o.expect("every round collected")).collect())
     }
 
@@ -339,8 +350,9 @@ mod tests {
         assert_eq!(got, vec![output]);
         assert_eq!(c.take_faults(), Faults { rounds_retried: 1, workers_lost: 1 });
         assert!(polls.load(Ordering::SeqCst) > 1);
-        // Collected: the round left the index.
+        // Collected: the round left the index, and its files the folder.
         assert!(issued(&layout).is_empty());
+        assert!(!layout.result(0, 0).exists() && !layout.claim(0, 0).exists());
 
         // A result for another spec than the one issued stops the run.
         let other = RoundSpec { id: 1, seed: 10, ..spec };

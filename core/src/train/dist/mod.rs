@@ -10,7 +10,8 @@
 //!   by the trainer, with its incarnation and arl version;
 //! - `claims/r{id}.a{attempt}`: the worker that took that attempt of a round;
 //! - `workers/w{N}.json`: worker N's heartbeat (a counter it moves while alive);
-//! - `results/r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]);
+//! - `results/r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]); a round's
+//!   claims and results are deleted once the trainer has collected it;
 //! - `weights/v{N}/`: the weights after N steps ([`TrainablePolicy::save`](crate::policy::TrainablePolicy::save):
 //!   LoRA's adapter only), pruned once no issued round names them;
 //! - `STOP`: the run is over; workers exit.
