@@ -1,7 +1,8 @@
 //! `--launcher procs`: the same tiny run rolled out in-process and by three worker processes,
 //! one of which dies (SIGKILL, by the `ARL_FAULT` hook, never by timing) while it holds a
 //! round, trains on bit-identical episodes: the same rewards, losses and gradient norms at
-//! every step and the same final weights, with the lost round issued again. With LoRA the
+//! every step and the same final weights, with the lost round issued again; so does a procs
+//! run whose trainer is killed after a checkpoint and resumed with new workers. With LoRA the
 //! workers load the published adapter alone and the runs agree as well.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
@@ -100,6 +101,10 @@ fn out_dir(name: &str) -> PathBuf {
 /// Four steps of four tasks × four episodes on the tiny preset, one group per round; `extra`
 /// flags last.
 fn run(out: &Path, extra: &[&str], fault: Option<&str>) -> Output {
+    command(out, extra, fault).output().expect("arl runs")
+}
+
+fn command(out: &Path, extra: &[&str], fault: Option<&str>) -> Command {
     let mut args: Vec<String> = [
         "run",
         "--env",
@@ -122,6 +127,10 @@ fn run(out: &Path, extra: &[&str], fault: Option<&str>) -> Output {
         "1e-3",
         "--set",
         "cluster.round_groups=1",
+        "--set",
+        "trainer.checkpoint_every=1",
+        "--set",
+        "trainer.checkpoint_interval_s=0",
         "--out",
     ]
     .map(String::from)
@@ -133,7 +142,7 @@ fn run(out: &Path, extra: &[&str], fault: Option<&str>) -> Output {
         Some(f) => c.env("ARL_FAULT", f),
         None => c.env_remove("ARL_FAULT"),
     };
-    c.output().expect("arl runs")
+    c
 }
 
 fn steps(out: &Path) -> Vec<serde_json::Value> {
@@ -185,8 +194,46 @@ fn procs_workers_with_one_killed_train_exactly_as_the_local_run() {
     // The trainer ended the run: the workers saw STOP, and only the last weights remain.
     assert!(procs.join("dist/STOP").exists());
     assert!(!procs.join("dist/weights/v0").exists() && procs.join("dist/weights/v3").exists());
-    let _ = std::fs::remove_dir_all(&local);
-    let _ = std::fs::remove_dir_all(&procs);
+
+    // The trainer killed (SIGKILL; its workers die with it) while step 3 waits for a round a
+    // worker holds for ever, after its step-2 checkpoint: `--resume` with new workers
+    // continues from there, as the local run did.
+    let killed = out_dir("killed");
+    let workers = ["--launcher", "procs", "--rollout-workers", "2"];
+    let mut trainer = command(&killed, &workers, Some("hang-holding-round:9")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let marker = killed.join("checkpoints/step-00002/trainer_state.json");
+    let t0 = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed().as_secs() < 300, "no step-2 checkpoint");
+        assert!(trainer.try_wait().unwrap().is_none(), "the trainer ended before the kill");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(trainer.try_wait().unwrap().is_none(), "the trainer must be waiting for round 9");
+    trainer.kill().unwrap();
+    trainer.wait().unwrap();
+    assert!(!killed.join("checkpoints/step-00003").exists());
+    let resumed = run(&killed, &[&workers[..], &["--resume"]].concat(), None);
+    check(&resumed);
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains("after step 2"));
+    let c = steps(&killed);
+    assert_eq!(c.len(), 4);
+    for (x, y) in a.iter().zip(&c) {
+        for key in DETERMINISTIC {
+            match (x[key].as_f64(), y[key].as_f64()) {
+                // Steps 1 and 2 come back from the checkpoint's JSON, whose parser may round
+                // the last bit; steps 3 and 4 were computed after the resume.
+                (Some(p), Some(q)) if x["step"].as_u64() <= Some(2) => {
+                    assert!((p - q).abs() <= 1e-12 * p.abs(), "step {}: {key}", x["step"])
+                }
+                _ => assert_eq!(x[key], y[key], "step {}: {key}", x["step"]),
+            }
+        }
+    }
+    assert_eq!(weights(&local), weights(&killed));
+    for dir in [&local, &procs, &killed] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 #[test]

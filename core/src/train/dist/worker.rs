@@ -13,7 +13,8 @@ use crate::train::TrainError;
 use crate::train::rounds::{RoundContext, run_round};
 
 /// The environment variable of the fault hook (tests): `die-holding-round:N` makes the worker
-/// that claims round N's first attempt kill itself (SIGKILL) while holding it.
+/// that claims round N's first attempt kill itself (SIGKILL) while holding it;
+/// `hang-holding-round:N` makes it hold that round for ever, beating (the trainer waits).
 pub const FAULT_VAR: &str = "ARL_FAULT";
 
 /// A fault to inject.
@@ -21,15 +22,19 @@ pub const FAULT_VAR: &str = "ARL_FAULT";
 pub enum Fault {
     /// Die (SIGKILL) right after claiming the first attempt of this round.
     DieHoldingRound(u64),
+    /// Never finish the first attempt of this round, its heartbeat still moving.
+    HangHoldingRound(u64),
 }
 
 impl Fault {
     /// The fault [`FAULT_VAR`] names, if any; a value it does not know is an error.
     pub fn from_env() -> Result<Option<Fault>, String> {
         let Ok(text) = std::env::var(FAULT_VAR) else { return Ok(None) };
-        match text.strip_prefix("die-holding-round:").and_then(|n| n.parse().ok()) {
-            Some(n) => Ok(Some(Fault::DieHoldingRound(n))),
-            None => Err(format!("{FAULT_VAR}={text}: unknown fault; valid: die-holding-round:N")),
+        let round = |prefix: &str| text.strip_prefix(prefix).and_then(|n| n.parse().ok());
+        match (round("die-holding-round:"), round("hang-holding-round:")) {
+            (Some(n), _) => Ok(Some(Fault::DieHoldingRound(n))),
+            (_, Some(n)) => Ok(Some(Fault::HangHoldingRound(n))),
+            _ => Err(format!("{FAULT_VAR}={text}: unknown fault; valid: die-holding-round:N, hang-holding-round:N")),
         }
     }
 }
@@ -129,10 +134,20 @@ fn rounds(
             continue;
         };
         let (round, attempt) = (issued.round, issued.attempt);
-        if opts.fault == Some(Fault::DieHoldingRound(round.id)) && attempt == 0 {
-            log(&format!("w{}: {FAULT_VAR}: dying while holding round {}", opts.worker, round.id));
-            // SAFETY: signalling our own process.
-            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        match opts.fault {
+            Some(Fault::DieHoldingRound(r)) if r == round.id && attempt == 0 => {
+                log(&format!("w{}: {FAULT_VAR}: dying while holding round {}", opts.worker, round.id));
+                // SAFETY: signalling our own process.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            Some(Fault::HangHoldingRound(r)) if r == round.id && attempt == 0 => {
+                log(&format!("w{}: {FAULT_VAR}: holding round {} for ever", opts.worker, round.id));
+                set(Some(format!("r{}.a0", round.id)), None);
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            _ => {}
         }
         set(Some(format!("r{}.a{attempt}", round.id)), loaded.as_ref().map(|l| l.1));
         // Weights of another incarnation or version are replaced.
