@@ -116,6 +116,11 @@ pub trait Policy {
     fn prefill_tokens(&self) -> Option<u64> {
         None
     }
+
+    /// Forget what earlier [`Policy::generate`] calls cached (a prefix cache), so the next
+    /// call samples as a fresh policy with these weights would: a rollout round starts so
+    /// (`train::rounds`). The default has nothing cached.
+    fn clear_cache(&mut self) {}
 }
 
 /// What one optimizer step did (see [`TrainablePolicy::step`]).

@@ -71,6 +71,28 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// How this program runs another of its commands as a child process (the rollout workers of
+/// `--launcher procs`): by default this executable with `args`. A test binary, which cannot
+/// take `arl`'s arguments on its own command line, sets its own once, before running commands.
+pub fn set_self_command(command: fn(&[String]) -> std::process::Command) {
+    let _ = SELF_COMMAND.set(command);
+}
+
+static SELF_COMMAND: std::sync::OnceLock<fn(&[String]) -> std::process::Command> = std::sync::OnceLock::new();
+
+/// The child process that runs `arl ARGS` ([`set_self_command`]).
+pub fn self_command(args: &[String]) -> std::process::Command {
+    match SELF_COMMAND.get() {
+        Some(make) => make(args),
+        None => {
+            let exe = std::env::current_exe().unwrap_or_else(|_| "arl".into());
+            let mut command = std::process::Command::new(exe);
+            command.args(args);
+            command
+        }
+    }
+}
+
 /// Parse `args` (including the program name) and run the command, writing to `out`.
 /// clap's own errors (and `--help`) are returned as `clap::Error`.
 pub fn run<I, T>(args: I, out: &mut dyn Write) -> anyhow::Result<()>

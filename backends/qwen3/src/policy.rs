@@ -70,6 +70,10 @@ impl Policy for QwenPolicy {
         Some(self.prefilled)
     }
 
+    fn clear_cache(&mut self) {
+        self.cache.clear();
+    }
+
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
         let out = score::score::<Dispatch>(&self.model, sequences, positions, params).map_err(err)?;
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })

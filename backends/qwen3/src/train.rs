@@ -245,6 +245,10 @@ impl Policy for QwenTrainer {
         Some(self.prefilled)
     }
 
+    fn clear_cache(&mut self) {
+        self.prefix_cache.clear();
+    }
+
     fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
         let out = score::score::<Dispatch>(&self.inference(), sequences, positions, params).map_err(err)?;
         Ok(Scores { logprobs: out.logprobs, entropy: out.entropy })

@@ -5,6 +5,7 @@
 //! is the one pass over the resolved document before anything is loaded: plugin names, every
 //! number finite and in range, the rules between keys, and each plugin built once.
 
+mod cluster;
 mod load;
 mod lora;
 mod loss;
@@ -13,6 +14,7 @@ mod sft;
 mod trainer;
 mod validate;
 
+pub use cluster::{ClusterConfig, Launcher};
 pub use load::{Overrides, parse_set};
 pub use lora::{LORA_TARGETS, LoraConfig, lora_scale};
 pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};
@@ -59,6 +61,8 @@ pub struct RunConfig {
     pub lora: Option<LoraConfig>,
     /// Supervised fine-tuning on conversations (`arl sft`).
     pub sft: SftConfig,
+    /// Where rollouts run, and the size of a rollout round.
+    pub cluster: ClusterConfig,
 }
 
 /// Which gym, and how its episodes run.

@@ -202,6 +202,7 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
             "trainer.difficulty.unseen_share + revisit_share ≤ 1",
         ));
     }
+    cluster(c)?;
     if t.task_sampler == super::TaskSampler::Difficulty && t.max_steps_off_policy.is_some() {
         return Err(invalid(
             "trainer.task_sampler",
@@ -233,6 +234,38 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
         && t.overlong_buffer > r
     {
         return Err(out_of_range("trainer.overlong_buffer", t.overlong_buffer, format!("0 to {r}"), "sampling.max_response_tokens"));
+    }
+    Ok(())
+}
+
+/// The `[cluster]` section: a round size that divides a step, workers that can be given
+/// rounds, and a schedule that does not depend on timing where workers roll out.
+fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    let (k, t) = (&c.cluster, &c.trainer);
+    need_opt("cluster.round_groups", k.round_groups, AtLeast(1.0))?;
+    need("cluster.rollout_workers", k.rollout_workers.into(), Within(1.0, 4096.0))?;
+    need("cluster.lease_timeout_s", k.lease_timeout_s, AboveUpTo(0.0, 86_400.0))?;
+    need("cluster.max_round_attempts", k.max_round_attempts.into(), AtLeast(1.0))?;
+    let n = k.round_groups(t.prompts);
+    if t.prompts % n != 0 {
+        let divisors: Vec<String> = (1..=t.prompts).filter(|d| t.prompts % d == 0).map(|d| d.to_string()).collect();
+        return Err(out_of_range(
+            "cluster.round_groups",
+            n,
+            format!("a divisor of trainer.prompts = {} ({})", t.prompts, divisors.join(", ")),
+            "a step's groups are split into rounds of equal size",
+        ));
+    }
+    if k.launcher != super::Launcher::Local && t.max_steps_off_policy.is_some() {
+        return Err(invalid(
+            "cluster.launcher",
+            format!(
+                "`{}` needs lockstep training (async sampling's schedule depends on timing, so workers could not reproduce it); \
+                 unset trainer.max_steps_off_policy or use `local`",
+                k.launcher.name()
+            ),
+        ));
     }
     Ok(())
 }
@@ -511,6 +544,15 @@ mod tests {
             (
                 &["trainer.prompts=2", "trainer.group_size=4", "trainer.minibatches=2", "trainer.micro=5"],
                 "config key `trainer.micro`: 5 is out of range; valid: 1 to 4 (the rows of one minibatch: trainer.prompts × trainer.group_size / trainer.minibatches)",
+            ),
+            (
+                &["trainer.prompts=4", "cluster.round_groups=3"],
+                "config key `cluster.round_groups`: 3 is out of range; valid: a divisor of trainer.prompts = 4 (1, 2, 4) (a step's groups are split into rounds of equal size)",
+            ),
+            (&["cluster.round_groups=0"], "config key `cluster.round_groups`: 0 is out of range; valid: ≥ 1"),
+            (
+                &["cluster.launcher=\"procs\"", "trainer.max_steps_off_policy=1"],
+                "config key `cluster.launcher`: `procs` needs lockstep training (async sampling's schedule depends on timing, so workers could not reproduce it); unset trainer.max_steps_off_policy or use `local`",
             ),
             (
                 &["trainer.steps=5", "trainer.warmup_steps=5"],

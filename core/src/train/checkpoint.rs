@@ -90,6 +90,10 @@ const MAY_DIFFER: &[&str] = &[
     "output.dir",
     "output.checkpoints",
     "output.tensorboard",
+    "cluster.launcher",
+    "cluster.rollout_workers",
+    "cluster.lease_timeout_s",
+    "cluster.max_round_attempts",
 ];
 
 /// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once

@@ -129,6 +129,13 @@ pub struct StepMetrics {
     /// `trainer.max_steps_off_policy`; absent in lockstep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off_policy: Option<super::offpolicy::OffPolicyMetrics>,
+    /// Rollout rounds issued again this step because their worker lost its lease
+    /// (`cluster.launcher = "procs"`; 0 in-process).
+    #[serde(default)]
+    pub rounds_retried: usize,
+    /// Rollout workers whose heartbeat went stale this step while they held a round.
+    #[serde(default)]
+    pub workers_lost: usize,
 }
 
 impl StepMetrics {

@@ -9,12 +9,14 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod curriculum;
+pub mod dist;
 pub mod eval;
 pub mod metrics;
 pub mod micro;
 pub mod offpolicy;
 pub mod preflight;
 pub mod rollout;
+pub mod rounds;
 pub mod run_dir;
 pub mod sft;
 pub mod tensorboard;

@@ -11,20 +11,21 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
-use super::batch::{BatchOptions, Overlong, RewardTerms, collect, kl_penalty};
+use super::batch::{BatchOptions, Overlong, RewardTerms, collect_from, kl_penalty};
 use super::checkpoint::{self, TrainerState};
 use super::curriculum::Curriculum;
 use super::eval::{Evaluation, evaluate_split};
 use super::metrics::StepMetrics;
 use super::offpolicy::{self, AsyncSampling};
-use super::rollout::RolloutOptions;
+use super::rollout::{RolloutOptions, RolloutStats};
+use super::rounds::{LocalRollouts, Plan, RolloutExecutor, RoundContext, concat};
 use super::update::{UpdateOptions, recompute_in, update_with_reference};
 use crate::chat::ChatCodec;
 use crate::config::KlPlacement;
 use crate::eval::{Bootstrap, PairedDifference, paired_difference};
 use crate::loss::{Aggregation, PolicyLoss};
 use crate::policy::{Policy, SamplingParams, ScoreParams, TrainablePolicy};
-use crate::{AdvantageFn, Env, Episode, RunConfig, Split, Task};
+use crate::{AdvantageFn, Env, Episode, RunConfig, Split};
 
 /// The concrete pieces a run composes (built by name by the caller).
 pub struct Parts<'a> {
@@ -108,7 +109,28 @@ pub fn train(
     log: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<RunReport, TrainError> {
+    train_with(parts, None, config, meta, out_dir, log, progress)
+}
+
+/// As [`train`], with lockstep's rollout rounds run by `rollouts` (rollout workers,
+/// `train::dist`); `None`: in this process ([`LocalRollouts`]). Held-out evaluations always
+/// run here.
+pub fn train_with(
+    parts: Parts<'_>,
+    rollouts: Option<&mut dyn RolloutExecutor>,
+    config: &RunConfig,
+    meta: RunMeta,
+    out_dir: &Path,
+    log: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<RunReport, TrainError> {
     let start = Instant::now();
+    if rollouts.is_some() && config.trainer.max_steps_off_policy.is_some() {
+        return Err(TrainError::Config(crate::ConfigError::Invalid {
+            key: "trainer.max_steps_off_policy".into(),
+            message: "rollout workers need lockstep training; unset it or roll out locally".into(),
+        }));
+    }
     check_sampling_for_training(config)?;
     std::fs::create_dir_all(out_dir).map_err(TrainError::at(out_dir))?;
     let Parts { env, codec, policy, loss, advantage, reference } = parts;
@@ -184,6 +206,12 @@ pub fn train(
         return Err(TrainError::Other(format!("env `{}` has no training tasks", config.env.name)));
     }
     let order = shuffled(train_tasks.len(), config.trainer.seed);
+    let mut local =
+        LocalRollouts { ctx: RoundContext::new(env, codec, &train_tasks, config.trainer.group_size as usize, rollout_opts.clone()) };
+    let executor: &mut dyn RolloutExecutor = match rollouts {
+        Some(r) => r,
+        None => &mut local,
+    };
     let update_opts = update_options(config, loss, &rollout_opts);
     let metrics_path = out_dir.join("metrics.jsonl");
     let mut metrics_file = std::fs::File::create(&metrics_path).map_err(TrainError::at(&metrics_path))?;
@@ -291,25 +319,26 @@ pub fn train(
             }
             None => None,
         };
+        if sampler.is_none() {
+            executor.publish(first_step, policy)?;
+        }
+        let round_groups = config.cluster.round_groups(config.trainer.prompts) as usize;
+        let mut next_round = 0u64;
         for step in first_step..config.trainer.steps {
             let t0 = Instant::now();
             let stage = format!("step {}/{total_steps} rollout", step + 1);
             let pools = curriculum.pools();
             let batch = match &mut sampler {
                 None => {
-                    let opts = RolloutOptions {
-                        sampling: SamplingParams {
-                            seed: offpolicy::sampler::round_seed(rollout_opts.sampling.seed, step as usize * prompts, prompts),
-                            ..rollout_opts.sampling.clone()
-                        },
-                        ..rollout_opts.clone()
+                    let plan = Plan { seed: rollout_opts.sampling.seed, prompts, round_groups, step };
+                    let mut groups = |n: usize, base: usize, attempt: u32| -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+                        let position = curriculum.used();
+                        let tasks = curriculum.draw(n).into_iter().map(|i| train_tasks[i].id.clone()).collect();
+                        let rounds = plan.rounds(tasks, position, base, attempt, &mut next_round);
+                        let outputs = executor.run(&mut *policy, &rounds, &mut |d, t| progress(&stage, d, t))?;
+                        Ok(concat(outputs))
                     };
-                    let mut next_tasks =
-                        |n: usize| -> Vec<Task> { curriculum.draw(n).into_iter().map(|i| train_tasks[i].clone()).collect() };
-                    let batch =
-                        collect(env, codec, policy, advantage, &mut next_tasks, &opts, &batch_opts, kl_terms.as_deref(), &mut |d, t| {
-                            progress(&stage, d, t)
-                        })?;
+                    let batch = collect_from(&mut groups, advantage, &batch_opts, kl_terms.as_deref())?;
                     curriculum.observe(&batch.sampled);
                     cursor = curriculum.used();
                     batch
@@ -325,9 +354,11 @@ pub fn train(
             let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
             let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
             progress(&update_stage, 1, 1);
-            if let Some(s) = &sampler {
+            match &sampler {
                 // The weights the next step trains (unchanged by a skipped non-finite step).
-                s.publish(step + 1, policy)?;
+                Some(s) => s.publish(step + 1, policy)?,
+                None if step + 1 < config.trainer.steps => executor.publish(step + 1, policy)?,
+                None => {}
             }
             let episodes = &batch.sampled;
             let rstats = &batch.rollout;
@@ -336,6 +367,8 @@ pub fn train(
             m.tasks = step_tasks(&batch);
             m.pools = pools;
             m.sandbox_exhausted += super::metrics::sandbox_exhausted(&batch.infra_failed);
+            let faults = executor.take_faults();
+            (m.rounds_retried, m.workers_lost) = (faults.rounds_retried, faults.workers_lost);
             if let Some(s) = &mut sampler {
                 let mut a = s.metrics(&batch, &upd);
                 a.discarded_in_flight = std::mem::take(&mut discarded);
@@ -625,6 +658,8 @@ fn step_metrics(
         tasks: Vec::new(),
         pools: None,
         off_policy: None,
+        rounds_retried: 0,
+        workers_lost: 0,
     }
 }
 
@@ -644,6 +679,9 @@ fn eval_line(when: &str, e: &Evaluation) -> String {
     )
 }
 
+/// Records the held-out splits evaluated so far (`[heldout, heldout_instances]`) in a checkpoint.
+type SaveSplits<'a> = dyn FnMut(&dyn TrainablePolicy, &[Option<Evaluation>; 2]) -> Result<(), TrainError> + 'a;
+
 /// The held-out evaluations of a run: every split the env has, `n` episodes per task.
 struct HeldOut<'a> {
     env: &'a dyn Env,
@@ -653,9 +691,6 @@ struct HeldOut<'a> {
     opts: &'a RolloutOptions,
     bootstrap: &'a Bootstrap,
 }
-
-/// Called after each held-out split is evaluated, with the splits so far (a checkpoint).
-type SaveSplits<'a> = dyn FnMut(&dyn TrainablePolicy, &[Option<Evaluation>; 2]) -> Result<(), TrainError> + 'a;
 
 impl HeldOut<'_> {
     /// `[heldout, heldout_instances]`, each `None` when not evaluated. The splits in `done`

@@ -16,6 +16,7 @@ mod loss;
 mod merge;
 mod model_args;
 mod new;
+mod procs;
 mod progress;
 mod render;
 mod report;
@@ -28,6 +29,7 @@ mod sft;
 mod smoke;
 mod tasks;
 mod transcripts;
+mod worker;
 
 use std::io::Write;
 
@@ -55,6 +57,7 @@ pub use sandbox::SandboxCommand;
 pub use score::Score;
 pub use sft::Sft;
 pub use tasks::Tasks;
+pub use worker::Worker;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -109,6 +112,8 @@ pub enum Command {
     /// Drive an environment by hand (`arl env replay`).
     #[command(subcommand)]
     Env(EnvCommand),
+    /// A rollout worker of a run started with `--launcher procs` (`arl run` starts them).
+    Worker(Worker),
 }
 
 impl Command {
@@ -135,6 +140,7 @@ impl Command {
             Command::New(cmd) => cmd.execute(out),
             Command::Merge(cmd) => cmd.execute(out),
             Command::Env(cmd) => cmd.execute(out),
+            Command::Worker(cmd) => cmd.execute(out),
         }
     }
 }

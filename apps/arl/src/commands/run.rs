@@ -9,10 +9,12 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use arl_chat::HfChatCodec;
+use arl_core::config::Launcher;
 use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
+use arl_core::train::dist::Coordinator;
 use arl_core::train::run_dir::{self, RunFile, Start};
-use arl_core::train::trainer::{Parts, RunMeta, train};
+use arl_core::train::trainer::{Parts, RunMeta, train, train_with};
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
 use arl_qwen3::hub::Source;
@@ -131,7 +133,25 @@ impl Run {
         };
         let mut bar = super::progress::Progress::stderr();
         let mut progress = |stage: &str, done: usize, total: usize| bar.update(stage, done, total);
-        train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
+        match config.cluster.launcher {
+            Launcher::Local => {
+                train(parts, &config, meta, &out_dir, &mut log, &mut progress)?;
+            }
+            Launcher::Procs => {
+                let mut coordinator = Coordinator::create(&out_dir, &config.cluster, &run_dir::new_run_id())?;
+                let workers = super::procs::Workers::spawn(&out_dir, config.cluster.rollout_workers)?;
+                coordinator.set_watch(workers.watch());
+                log(&format!(
+                    "rollouts: {} (logs in {})",
+                    arl_core::train::trainer::plural(config.cluster.rollout_workers as usize, "worker process"),
+                    coordinator.layout().logs().display()
+                ));
+                let trained = train_with(parts, Some(&mut coordinator), &config, meta, &out_dir, &mut log, &mut progress);
+                coordinator.stop()?;
+                workers.finish(std::time::Duration::from_secs(10));
+                trained?;
+            }
+        }
         log(&format!("report: arl report {}", out_dir.display()));
         Ok(())
     }

@@ -146,6 +146,10 @@ pub struct TrainArgs {
         help = key_help("Also write TensorBoard event files here: every number of metrics.jsonl, per step", "output.tensorboard")
     )]
     pub tensorboard: Option<String>,
+    #[arg(long, value_name = "NAME", help = key_help("Where rollouts run: local | procs (worker child processes)", "cluster.launcher"))]
+    pub launcher: Option<String>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Rollout worker processes (--launcher procs)", "cluster.rollout_workers"))]
+    pub rollout_workers: Option<i64>,
     #[arg(long, help = key_help("Continue the run in --out from its last checkpoint, with the same settings", "trainer.resume"))]
     pub resume: bool,
     /// Train LoRA adapters on the frozen base (adds the `[lora]` section with its defaults,
@@ -202,6 +206,8 @@ impl ConfigArgs {
             flag!(micro => "trainer.micro");
             flag!(out => "output.dir");
             flag!(tensorboard => "output.tensorboard");
+            flag!(launcher => "cluster.launcher");
+            flag!(rollout_workers => "cluster.rollout_workers");
             if t.resume {
                 o.set("trainer.resume", true);
             }

@@ -1,0 +1,292 @@
+//! `--launcher procs`: the same tiny run rolled out in-process and by three worker processes,
+//! one of which dies (SIGKILL, by the `ARL_FAULT` hook, never by timing) while it holds a
+//! round, trains on bit-identical episodes: the same rewards, losses and gradient norms at
+//! every step and the same final weights, with the lost round issued again; so does a procs
+//! run whose trainer is killed after a checkpoint and resumed with new workers. With LoRA the
+//! workers load the published adapter alone and the runs agree as well.
+//!
+//! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
+//! calls `arl_cli::run` with the arguments in `ARL_CLUSTER_CHILD_ARGS`; the trainer's workers
+//! are started the same way (`arl_cli::set_self_command`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use sha2::{Digest, Sha256};
+
+const ARGS_VAR: &str = "ARL_CLUSTER_CHILD_ARGS";
+
+/// Episodes whose reward is the fraction of lowercase ASCII letters in the reply, so a random
+/// model's groups differ and every step has gradients. Registered in this test binary only.
+mod letters {
+    use std::sync::Arc;
+
+    use arl_core::config::EnvConfig;
+    use arl_core::{
+        AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
+    };
+
+    struct Letters;
+
+    impl Env for Letters {
+        fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+            Ok((0..8).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
+        }
+        fn tools(&self) -> Vec<ToolSchema> {
+            vec![]
+        }
+        fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+            Ok(Box::new(Session(vec![Message::user(format!("say letters {}", task.id))])))
+        }
+    }
+
+    struct Session(Vec<Message>);
+
+    impl EnvSession for Session {
+        fn messages(&self) -> &[Message] {
+            &self.0
+        }
+        fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
+            Ok(Step::Done(grade(&turn.text)))
+        }
+        fn finish(&mut self) -> Result<Outcome, EnvError> {
+            Ok(grade(""))
+        }
+    }
+
+    fn grade(text: &str) -> Outcome {
+        let n = text.chars().count().max(1) as f64;
+        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
+        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
+    }
+
+    fn letters_env(_: &EnvConfig, _: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
+        Ok(Box::new(Letters))
+    }
+
+    arl_core::register!(EnvPlugin { name: "test-cluster-letters", about: "test stand-in", build: letters_env });
+}
+
+/// This test binary running `arl ARGS` as a child.
+fn arl_child(args: &[String]) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child", "--nocapture", "--test-threads", "1", "-q"])
+        .env(ARGS_VAR, serde_json::to_string(args).unwrap())
+        .env("RAYON_NUM_THREADS", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Not a test of its own: the body of a child process (a no-op in a normal test run).
+#[test]
+fn child() {
+    let Ok(args) = std::env::var(ARGS_VAR) else { return };
+    arl_plugins::link();
+    arl_cli::set_self_command(arl_child);
+    let args: Vec<String> = serde_json::from_str(&args).unwrap();
+    let mut stdout = std::io::stdout();
+    if let Err(err) = arl_cli::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
+        let code = arl_cli::exit_code(&err);
+        arl_cli::report(&err);
+        std::process::exit(code.into());
+    }
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("arl-cluster-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Four steps of four tasks × four episodes on the tiny preset, one group per round; `extra`
+/// flags last.
+fn run(out: &Path, extra: &[&str], fault: Option<&str>) -> Output {
+    command(out, extra, fault).output().expect("arl runs")
+}
+
+fn command(out: &Path, extra: &[&str], fault: Option<&str>) -> Command {
+    let mut args: Vec<String> = [
+        "run",
+        "--env",
+        "test-cluster-letters",
+        "--model",
+        "tiny",
+        "--steps",
+        "4",
+        "--prompts",
+        "4",
+        "--group-size",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--eval-n",
+        "0",
+        "--seed",
+        "5",
+        "--lr",
+        "1e-3",
+        "--set",
+        "cluster.round_groups=1",
+        "--set",
+        "trainer.checkpoint_every=1",
+        "--set",
+        "trainer.checkpoint_interval_s=0",
+        "--out",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(out.display().to_string());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut c = arl_child(&args);
+    match fault {
+        Some(f) => c.env("ARL_FAULT", f),
+        None => c.env_remove("ARL_FAULT"),
+    };
+    c
+}
+
+fn steps(out: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(out.join("metrics.jsonl")).expect("metrics.jsonl");
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn sha256(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The metrics that do not depend on the clock: equal as JSON values, so bit for bit.
+const DETERMINISTIC: &[&str] =
+    &["reward_mean", "pass_rate", "loss", "grad_norm", "logprob_gap_mean", "logprob_gap_max", "entropy", "policy_tokens", "tasks"];
+
+fn check(out: &Output) {
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn procs_workers_with_one_killed_train_exactly_as_the_local_run() {
+    let local = out_dir("local");
+    check(&run(&local, &[], None));
+    let procs = out_dir("procs");
+    let lease = ["--launcher", "procs", "--rollout-workers", "3", "--set", "cluster.lease_timeout_s=2"];
+    check(&run(&procs, &lease, Some("die-holding-round:5")));
+
+    let (a, b) = (steps(&local), steps(&procs));
+    assert_eq!(a.len(), 4);
+    assert_eq!(b.len(), 4);
+    for (x, y) in a.iter().zip(&b) {
+        for key in DETERMINISTIC {
+            assert_eq!(x[key], y[key], "step {}: {key}", x["step"]);
+        }
+        assert_eq!((x["rounds_retried"].as_u64(), x["workers_lost"].as_u64()), (Some(0), Some(0)), "in-process: no faults");
+    }
+    // Not vacuous: the policy moved at every step.
+    assert!(a.iter().all(|s| s["grad_norm"].as_f64().unwrap() > 0.0));
+    let retried: u64 = b.iter().map(|s| s["rounds_retried"].as_u64().unwrap()).sum();
+    let lost: u64 = b.iter().map(|s| s["workers_lost"].as_u64().unwrap()).sum();
+    assert!(retried >= 1 && lost >= 1, "retried {retried}, lost {lost}");
+    // Round 5 is step 2's second round (4 rounds a step).
+    assert!(b[1]["rounds_retried"].as_u64().unwrap() >= 1, "{}", b[1]);
+    let weights = |dir: &Path| sha256(&dir.join("checkpoints/final/model.safetensors"));
+    assert_eq!(weights(&local), weights(&procs));
+    let logs: String = (0..3).map(|w| std::fs::read_to_string(procs.join(format!("dist/logs/w{w}.log"))).unwrap_or_default()).collect();
+    assert!(logs.contains("dying while holding round 5"), "{logs}");
+    // The trainer ended the run: the workers saw STOP, and only the last weights remain.
+    assert!(procs.join("dist/STOP").exists());
+    assert!(!procs.join("dist/weights/v0").exists() && procs.join("dist/weights/v3").exists());
+
+    // The trainer killed (SIGKILL; its workers die with it) while step 3 waits for a round a
+    // worker holds for ever, after its step-2 checkpoint: `--resume` with new workers
+    // continues from there, as the local run did.
+    let killed = out_dir("killed");
+    let workers = ["--launcher", "procs", "--rollout-workers", "2"];
+    let mut trainer = command(&killed, &workers, Some("hang-holding-round:9")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let marker = killed.join("checkpoints/step-00002/trainer_state.json");
+    let t0 = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed().as_secs() < 300, "no step-2 checkpoint");
+        assert!(trainer.try_wait().unwrap().is_none(), "the trainer ended before the kill");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(trainer.try_wait().unwrap().is_none(), "the trainer must be waiting for round 9");
+    trainer.kill().unwrap();
+    trainer.wait().unwrap();
+    assert!(!killed.join("checkpoints/step-00003").exists());
+    let resumed = run(&killed, &[&workers[..], &["--resume"]].concat(), None);
+    check(&resumed);
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains("after step 2"));
+    let c = steps(&killed);
+    assert_eq!(c.len(), 4);
+    for (x, y) in a.iter().zip(&c) {
+        for key in DETERMINISTIC {
+            match (x[key].as_f64(), y[key].as_f64()) {
+                // Steps 1 and 2 come back from the checkpoint's JSON, whose parser may round
+                // the last bit; steps 3 and 4 were computed after the resume.
+                (Some(p), Some(q)) if x["step"].as_u64() <= Some(2) => {
+                    assert!((p - q).abs() <= 1e-12 * p.abs(), "step {}: {key}", x["step"])
+                }
+                _ => assert_eq!(x[key], y[key], "step {}: {key}", x["step"]),
+            }
+        }
+    }
+    assert_eq!(weights(&local), weights(&killed));
+    for dir in [&local, &procs, &killed] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn lora_workers_load_the_published_adapter_and_train_as_the_local_run() {
+    let lora = ["--lora", "--set", "trainer.steps=2"];
+    let local = out_dir("lora-local");
+    check(&run(&local, &lora, None));
+    let procs = out_dir("lora-procs");
+    check(&run(&procs, &[&lora[..], &["--launcher", "procs", "--rollout-workers", "2"]].concat(), None));
+    let (a, b) = (steps(&local), steps(&procs));
+    assert_eq!((a.len(), b.len()), (2, 2));
+    for (x, y) in a.iter().zip(&b) {
+        for key in DETERMINISTIC {
+            assert_eq!(x[key], y[key], "step {}: {key}", x["step"]);
+        }
+        assert!(x["grad_norm"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    let adapter = |dir: &Path| sha256(&dir.join("checkpoints/final/adapter_model.safetensors"));
+    assert_eq!(adapter(&local), adapter(&procs));
+    // What the workers loaded: the adapter alone (the base is model.source's).
+    let published = procs.join("dist/weights/v1");
+    assert!(published.join("adapter_model.safetensors").exists() && !published.join("model.safetensors").exists());
+    let _ = std::fs::remove_dir_all(&local);
+    let _ = std::fs::remove_dir_all(&procs);
+}
+
+#[test]
+fn a_round_size_that_does_not_divide_prompts_is_refused_in_one_line() {
+    let out = out_dir("bad-round");
+    let done = run(&out, &["--set", "cluster.round_groups=3"], None);
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(2), "{err}");
+    assert!(err.contains("cluster.round_groups") && err.contains("a divisor of trainer.prompts = 4 (1, 2, 4)"), "{err}");
+    assert!(!out.join("run.json").exists());
+    let async_procs =
+        run(&out, &["--set", "cluster.round_groups=1", "--launcher", "procs", "--set", "trainer.max_steps_off_policy=1"], None);
+    let err = String::from_utf8_lossy(&async_procs.stderr);
+    assert_eq!(async_procs.status.code(), Some(2), "{err}");
+    assert!(err.contains("cluster.launcher") && err.contains("lockstep"), "{err}");
+
+    // A worker pointed at a folder with no run of workers, or at another arl version's run.
+    std::fs::create_dir_all(out.join("dist")).unwrap();
+    std::fs::write(out.join("config.toml"), "[env]\nname = \"test-cluster-letters\"\n").unwrap();
+    let worker = |out: &Path| arl_child(&["worker".into(), out.display().to_string()]).output().unwrap();
+    let none = worker(&out);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert_eq!(none.status.code(), Some(2), "{err}");
+    assert!(err.contains("index.json: no such file") && err.contains("--launcher procs"), "{err}");
+    let index = r#"{"protocol": 1, "arl_version": "0.0.1-other", "incarnation": "x", "rounds": []}"#;
+    std::fs::write(out.join("dist/index.json"), index).unwrap();
+    let other = worker(&out);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("is a run of arl 0.0.1-other") && err.lines().count() == 1, "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
