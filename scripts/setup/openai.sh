@@ -21,25 +21,28 @@ sniffio==1.3.1
 truststore==0.10.5
 typing-extensions==4.16.0
 typing-inspection==0.4.5"
-python=""
-for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -m pip --version >/dev/null 2>&1; then python=$(command -v "$candidate"); break; fi
-done
-if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3
-fi
-[ -n "$python" ] || { echo "error: openai.sh needs python3 with pip; install python3-pip" >&2; exit 1; }
-python=$("$python" -c 'import sys; print(sys.executable)')
+python=$(command -v python3 || command -v /usr/bin/python3 || true)
+[ -n "$python" ] && python=$("$python" -c 'import sys; print(sys.executable)')
 STAMP="$PINS
-python=$python $("$python" --version 2>&1)"
-if [ -f "$DIR/stamp" ] && [ "$(cat "$DIR/stamp")" = "$STAMP" ] && [ -f "$DIR/site-packages/openai/__init__.py" ]; then
+python=$python"
+if [ -n "$python" ] && [ -f "$DIR/stamp" ] && [ "$(cat "$DIR/stamp")" = "$STAMP" ] && [ -f "$DIR/site-packages/openai/__init__.py" ]; then
     echo "openai: $DIR/site-packages ($python)"
     exit 0
+fi
+if [ -z "$python" ] || ! "$python" -m pip --version >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq python3 python3-pip && python=/usr/bin/python3
+        STAMP="$PINS
+python=$python"
+    else
+        echo "error: openai.sh needs python3 with pip; install python3-pip" >&2
+        exit 1
+    fi
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "$PINS" >"$tmp/requirements.txt"
-echo "openai: installing openai 3.63.0 and 13 dependencies (about 5 MB of wheels) from PyPI for $python"
+echo "openai: installing openai 3.63.0 and 13 dependencies (about 6 MB of wheels) from PyPI for $python"
 "$python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: --no-compile \
     --target "$tmp/site-packages" -r "$tmp/requirements.txt"
 PYTHONPATH="$tmp/site-packages" "$python" -I -c "import sys; sys.path.insert(0, '$tmp/site-packages'); import openai; assert openai.__version__ == '3.63.0', openai.__version__"

@@ -103,7 +103,7 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let spy = Spy {
         inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(),
-        script: VecDeque::from([Some(scripted_call.clone()), None, None, None, Some(scripted_bad), None]),
+        script: VecDeque::from([Some(scripted_call.clone()), None, None, None, Some(scripted_bad), Some(scripted_call.clone())]),
         log: log.clone(),
     };
     let config = EndpointConfig { model: "tiny".into(), temperature: 1.0, max_new_tokens: 64, max_calls_per_turn: 4 };
@@ -156,7 +156,7 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     assert_eq!(samples.len(), 6);
     assert_eq!(samples[0].ids, scripted_call);
     let s = &record.stats;
-    assert_eq!((s.requests, s.harness_forks, s.tool_calls, s.malformed_calls, s.refused), (6, 2, 1, 1, 2), "{s:?}");
+    assert_eq!((s.requests, s.harness_forks, s.tool_calls, s.malformed_calls, s.refused), (6, 2, 2, 1, 2), "{s:?}");
     assert_eq!(s.generated_tokens, samples.iter().map(|g| g.ids.len() as u64).sum::<u64>());
 
     // The log-probs the client got are the sampler's (the stop token's excluded).
@@ -212,7 +212,7 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     assert!(text("turn4_text").contains("\"town\": 1"));
     let third = &record.branches[2];
     assert_eq!(third.ids[..shared - samples[0].ids.len()], first.ids[..shared - samples[0].ids.len()]);
-    assert!(["stop", "length"].contains(&seen["after_errors"].as_str().unwrap()));
+    assert_eq!(seen["after_errors"], "tool_calls");
 }
 
 /// A toy template, one id per character: `[role:content]` per message, `>` as the generation
