@@ -198,6 +198,17 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     assert_eq!((&first.ids, &first.policy_mask, &first.sampler_logprobs), (&conv.ids, &conv.policy_mask, &conv.sampler_logprobs));
     assert_eq!(first.messages[2].tool_calls, vec![call("Paris")]);
 
+    // Training from the recording: the trainer's scores of its policy tokens (the same tiny
+    // weights, at the sampling temperature) are the sampler's log-probs, as in the gyms.
+    let scorer = arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap();
+    let episode = first.clone().into_episode("t".into(), 0, 0.0, Default::default());
+    episode.check().unwrap();
+    let positions: Vec<usize> = (1..episode.ids.len()).filter(|&t| episode.policy_mask[t]).collect();
+    let scores = scorer.score(std::slice::from_ref(&episode.ids), Some(std::slice::from_ref(&positions)), ScoreParams::at(1.0)).unwrap();
+    let all = scores.logprobs.into_data().to_vec::<f32>().unwrap();
+    let gap = positions.iter().map(|&t| (all[t] - episode.sampler_logprobs[t]).abs()).fold(0.0f32, f32::max);
+    assert!(gap <= 1e-5, "sampler–trainer gap {gap} on the recording (the project's tolerance is 1e-5)");
+
     // The fork reuses the prompt and the first turn's ids exactly (as context: they train in
     // the first branch), and renders the changed tool result as the template's suffix.
     let shared = codec.prompt_ids(&system_user(), &tools).unwrap().len() + samples[0].ids.len();
