@@ -8,6 +8,7 @@ mod cli;
 mod config;
 mod crosscheck;
 mod dataset;
+mod endpoint;
 mod envs;
 mod flex_copies;
 mod flex_kernels;
