@@ -225,7 +225,7 @@ fn the_real_shell_reads_like_bash_and_pytest_on_the_host() {
 
 /// The pytest commands of [`CORPUS`] that need no shell syntax: under `wasm` they run real
 /// pytest in the WASI CPython (no shell), and must read as under `rlimit`'s real shell but for
-/// the differences README.md's table lists and [`wasm_pytest_differences_are_the_documented_ones`]
+/// the differences docs/sandbox.md's table lists and [`wasm_pytest_differences_are_the_documented_ones`]
 /// shows: the header's `platform` line (and nothing that needs the cache of an earlier call).
 const PYTEST_CORPUS: &[&str] = &[
     "pytest",
@@ -279,7 +279,7 @@ fn wasm_runs_real_pytest_that_reads_like_the_real_shells() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Rows of README.md's table of the `wasm` shell's differences from `rlimit`'s real one.
+/// Rows of docs/sandbox.md's table of the `wasm` shell's differences from `rlimit`'s real one.
 #[test]
 fn wasm_pytest_differences_are_the_documented_ones() {
     let dir = scratch_dir("bash-differences-wasm");

@@ -132,13 +132,13 @@ fn truncated_sampling_is_refused_for_training() {
     assert!(err.starts_with("config key `sampling.top_p`:") && err.contains("unset it"), "{err}");
 }
 
-/// The README's defaults paragraph states what `arl config show` prints: every `key = value`
+/// docs/training.md's defaults paragraph states what `arl config show` prints: every `key = value`
 /// in it is the shown value, and the keys it calls unset are unset (with the grpo loss's own
 /// aggregation token-mean, and `--algo grpo` DeepSeekMath's seq-mean-token-mean).
 #[test]
-fn the_readme_defaults_paragraph_matches_config_show() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = readme.find("**Defaults**").expect("README has a **Defaults** paragraph");
+fn the_documented_defaults_match_config_show() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/training.md")).unwrap();
+    let start = readme.find("**Defaults**").expect("docs/training.md has a **Defaults** paragraph");
     let paragraph = &readme[start..start + readme[start..].find("\n\n").unwrap()];
     let shown: toml::Table = arl(&["config", "show"]).unwrap().parse().unwrap();
     let lookup = |key: &str| -> Option<toml::Value> {
@@ -152,13 +152,13 @@ fn the_readme_defaults_paragraph_matches_config_show() {
     for span in paragraph.split('`').skip(1).step_by(2) {
         let Some((key, value)) = span.split_once(" = ") else { continue };
         let want: toml::Table = format!("v = {value}").parse().unwrap_or_else(|e| panic!("`{span}`: {e}"));
-        assert_eq!(lookup(key).as_ref(), Some(&want["v"]), "README says `{span}`; arl config show has {:?}", lookup(key));
+        assert_eq!(lookup(key).as_ref(), Some(&want["v"]), "docs/training.md says `{span}`; arl config show has {:?}", lookup(key));
         checked += 1;
     }
     assert!(checked >= 9, "only {checked} `key = value` pairs in the defaults paragraph");
     for unset in ["loss.aggregation", "loss.clip_low", "loss.clip_high", "loss.horizon", "sampling.top_k", "sampling.top_p"] {
         assert!(paragraph.contains(&format!("`{unset}`")) || paragraph.contains(&format!("`{}`", unset.rsplit('.').next().unwrap())));
-        assert_eq!(lookup(unset), None, "README calls `{unset}` unset");
+        assert_eq!(lookup(unset), None, "docs/training.md calls `{unset}` unset");
     }
     arl_plugins::link();
     let build = |toml: &str| {

@@ -182,7 +182,7 @@ fn bash_python_and_pytest_observations_are_the_same_under_rlimit_and_wasm() {
         assert!(text.contains(r#"File \"/repo/helper.py\", line 2"#) && text.contains("ValueError: boom"), "{text}");
     }
     // Both run real pytest (wasm: in the WASI CPython); the header names the interpreter
-    // (README.md's table of the differences; tests/integration/bash_fidelity.rs has the rest).
+    // (docs/sandbox.md's table of the differences; tests/integration/bash_fidelity.rs has the rest).
     assert!(rlimit[0].contains("test session starts") && rlimit[0].contains("pytest-9.0.1"), "{}", rlimit[0]);
     assert!(rlimit[0].contains("platform linux") && rlimit[0].contains("1 failed"), "{}", rlimit[0]);
     assert!(wasm[0].contains("platform wasi -- Python 3.12.0, pytest-9.0.1") && wasm[0].contains("1 failed"), "{}", wasm[0]);
