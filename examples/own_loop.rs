@@ -13,7 +13,7 @@ use arl_cli::commands::Built;
 use arl_core::config::RunConfig;
 use arl_core::train::eval::evaluate;
 use arl_core::train::rollout::rollout;
-use arl_core::train::trainer::{rollout_options, update_options};
+use arl_core::train::trainer::{eval_options, rollout_options, update_options};
 use arl_core::train::update::update;
 use arl_core::{AdvantageInput, Split};
 
@@ -26,7 +26,7 @@ pub fn own_loop(model: &str, steps: usize, log: &mut dyn FnMut(String)) -> anyho
     let Built { env, codec, loss, advantage, mut policy, .. } = Built::new(&config)?;
     let (prompts, group) = (config.trainer.prompts as usize, config.trainer.group_size as usize);
     let tasks = env.tasks(Split::Train)?;
-    let eval_opts = rollout_options(&config, env.as_ref(), config.trainer.seed ^ 0xe7a1);
+    let eval_opts = eval_options(&config, env.as_ref());
     let bootstrap = arl_core::eval::Bootstrap::default();
     let mut quiet = |_: usize, _: usize| {};
     let before = evaluate(env.as_ref(), &codec, &mut policy, config.eval.n as usize, &eval_opts, &bootstrap, &mut quiet)?;

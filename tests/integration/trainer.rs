@@ -279,6 +279,27 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `eval.temperature` is the held-out episodes' temperature: an evaluation with training's
+/// `sampling.temperature = 0.3` and `eval.temperature = 1.7` samples exactly what one at
+/// `sampling.temperature = 1.7` does, and not what one at 0.3 does.
+#[test]
+fn the_evaluation_samples_at_eval_temperature() {
+    let eval = |sets: &[&str]| -> serde_json::Value {
+        let mut args = vec!["eval", "--env", "sum", "--model", "tiny", "--eval-n", "2", "--max-new-tokens", "6"];
+        args.extend(["--set", "env.options.heldout_tasks=2"]);
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let e: serde_json::Value = serde_json::from_str(&arl_tests::arl(&args).unwrap()).unwrap();
+        e["transcripts"].clone()
+    };
+    let split = eval(&["sampling.temperature=0.3", "eval.temperature=1.7"]);
+    assert_eq!(split, eval(&["sampling.temperature=1.7"]));
+    assert_ne!(split, eval(&["sampling.temperature=0.3"]));
+    let err = arl_tests::arl(&["eval", "--env", "sum", "--model", "tiny", "--set", "eval.temperature=0"]).unwrap_err();
+    assert!(err.contains("config key `eval.temperature`: 0 is out of range; valid: > 0"), "{err}");
+}
+
 /// Even tasks always earn 0 (a zero-variance group); odd ones a reward that differs between
 /// any two different replies (almost surely).
 struct HalfFlat;

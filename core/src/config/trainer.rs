@@ -287,11 +287,15 @@ mod tests {
 pub struct EvalConfig {
     /// Episodes per held-out task.
     pub n: u32,
+    /// Softmax temperature of the held-out episodes (> 0). Unset: `sampling.temperature`, so
+    /// the evaluation samples as training does; set it (e.g. 1.0) to train at another
+    /// temperature and still measure the policy at this one, before and after alike.
+    pub temperature: Option<f64>,
 }
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        Self { n: 4 }
+        Self { n: 4, temperature: None }
     }
 }
 

@@ -113,6 +113,7 @@ fn ranges(c: &RunConfig) -> Result<(), ConfigError> {
     need("sandbox.file_size_kb", s.file_size_kb as f64, Within(1.0, 1_073_741_824.0))?;
     need("sandbox.output_kb", s.output_kb as f64, Within(1.0, 1_048_576.0))?;
     need("sampling.temperature", m.temperature, Above(0.0))?;
+    need_opt("eval.temperature", c.eval.temperature, Above(0.0))?;
     need_opt("sampling.top_k", m.top_k.map(|k| k as f64), AtLeast(1.0))?;
     need_opt("sampling.top_p", m.top_p, AboveUpTo(0.0, 1.0))?;
     need_opt("sampling.max_new_tokens", m.max_new_tokens, AtLeast(1.0))?;
@@ -526,6 +527,7 @@ mod tests {
             (&["sampling.top_k=0"], "config key `sampling.top_k`: 0 is out of range; valid: ≥ 1"),
             (&["sampling.top_p=0"], "config key `sampling.top_p`: 0 is out of range; valid: > 0 and ≤ 1"),
             (&["sampling.temperature=0"], "config key `sampling.temperature`: 0 is out of range; valid: > 0"),
+            (&["eval.temperature=0"], "config key `eval.temperature`: 0 is out of range; valid: > 0"),
             (&["loss.horizon=0"], "config key `loss.horizon`: 0 is out of range; valid: > 0"),
             (&["advantage.eps=0"], "config key `advantage.eps`: 0 is out of range; valid: > 0"),
             (&["advantage.gamma=1.5"], "config key `advantage.gamma`: 1.5 is out of range; valid: 0 to 1"),

@@ -140,7 +140,7 @@ pub fn train_with(
     let run_id = (!meta.run_id.is_empty()).then(|| meta.run_id.clone());
 
     let rollout_opts = rollout_options(config, env, config.trainer.seed);
-    let eval_opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
+    let eval_opts = eval_options(config, env);
     let batch_opts = batch_options(config, &rollout_opts)?;
     let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
     let eval_n = config.eval.n as usize;
@@ -497,6 +497,16 @@ pub fn train_with(
     std::fs::write(&results, serde_json::to_string_pretty(&report).expect("report serializes")).map_err(TrainError::at(&results))?;
     log(&format!("results: {}", results.display()));
     Ok(report)
+}
+
+/// The held-out evaluation's sampling: the training rollouts' options at `eval.temperature`
+/// (when set) with the evaluation's own seed stream.
+pub fn eval_options(config: &RunConfig, env: &dyn Env) -> RolloutOptions {
+    let mut opts = rollout_options(config, env, config.trainer.seed ^ 0xe7a1);
+    if let Some(t) = config.eval.temperature {
+        opts.sampling.temperature = t;
+    }
+    opts
 }
 
 /// Sampling and turn limits from the config (the env supplies the per-turn token default).

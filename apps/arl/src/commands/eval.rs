@@ -7,7 +7,7 @@ use std::io::Write;
 
 use arl_core::eval::Bootstrap;
 use arl_core::train::eval::evaluate_split;
-use arl_core::train::trainer::rollout_options;
+use arl_core::train::trainer::eval_options;
 
 use super::run::Built;
 use super::run_args::ConfigArgs;
@@ -42,7 +42,7 @@ impl Eval {
         for note in &built.notes {
             eprintln!("{note}");
         }
-        let opts = rollout_options(&config, built.env.as_ref(), config.trainer.seed ^ 0xe7a1);
+        let opts = eval_options(&config, built.env.as_ref());
         let bootstrap = Bootstrap { seed: config.trainer.seed, ..Bootstrap::default() };
         let mut bar = super::progress::Progress::stderr();
         let mut progress = |done: usize, total: usize| bar.update("eval", done, total);
