@@ -31,6 +31,7 @@ pub mod policy;
 pub mod registry;
 pub mod rng;
 pub mod sandbox;
+pub mod single_turn;
 pub mod task;
 pub mod tool;
 pub mod toolcall;
@@ -49,6 +50,7 @@ pub use oracle::{OracleNoise, OracleTurn};
 pub use policy::{FinishReason, Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
 pub use registry::{AdvantagePlugin, EnvPlugin, LossPlugin, Plugin, SandboxPlugin, ToolSetPlugin};
 pub use sandbox::{Job, JobFile, JobOutcome, Limits, PYTEST_AT, Sandbox, ShellSupport, pytest_dir};
+pub use single_turn::SingleTurn;
 pub use task::{Split, Task};
 pub use tool::{ParsedCall, ToolCall, ToolContext, ToolOutcome, ToolResult, ToolSchema, ToolSet, Workspace, dispatch};
 

@@ -43,9 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
-use arl_core::{
-    AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
-};
+use arl_core::{Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, SingleTurn, Split, Task, ToolSchema};
 use serde::Deserialize;
 
 pub use inventory;
@@ -311,50 +309,20 @@ impl Env for DatasetEnv {
         let messages: Vec<Message> = serde_json::from_value(task.data["messages"].clone())
             .map_err(|e| EnvError::Other(format!("task {}: messages: {e}", task.id)))?;
         let answer = task.data["answer"].as_str().ok_or_else(|| EnvError::Other(format!("task {}: no answer", task.id)))?.to_string();
-        Ok(Box::new(DatasetSession { messages, answer, reward: self.reward.clone(), done: false }))
-    }
-}
-
-struct DatasetSession {
-    messages: Vec<Message>,
-    answer: String,
-    reward: Arc<Reward>,
-    done: bool,
-}
-
-impl DatasetSession {
-    fn grade(&mut self, text: &str, truncated: bool) -> Outcome {
-        self.done = true;
-        let (reward, rewards, solved) = self.reward.grade(text, &self.answer, truncated);
-        let solved = self.reward.weighted.then_some(solved);
-        Outcome { reward, stats: EpisodeStats { turns: 1, truncated, rewards, solved, ..Default::default() } }
-    }
-}
-
-impl EnvSession for DatasetSession {
-    fn messages(&self) -> &[Message] {
-        &self.messages
-    }
-
-    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
-        if self.done {
-            return Err(EnvError::Finished);
-        }
-        Ok(Step::Done(self.grade(&turn.text, false)))
-    }
-
-    /// The episode ended before a reply (a token budget): graded as an empty reply.
-    fn finish(&mut self) -> Result<Outcome, EnvError> {
-        if self.done {
-            return Err(EnvError::Finished);
-        }
-        Ok(self.grade("", true))
+        let reward = self.reward.clone();
+        // One reply, graded; a budget cut before it grades the empty reply.
+        Ok(Box::new(SingleTurn::new(messages, move |text: &str, truncated| {
+            let (total, rewards, solved) = reward.grade(text, &answer, truncated);
+            let solved = reward.weighted.then_some(solved);
+            Outcome { reward: total, stats: EpisodeStats { turns: 1, truncated, rewards, solved, ..Default::default() } }
+        })))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arl_core::{AssistantTurn, Step};
 
     /// `[env.options]` from JSON (with `path`), with `weights` replacing the list's weights
     /// where given (JSON has no NaN or infinity).

@@ -3,16 +3,15 @@
 //! Each task asks for the sum of two small numbers; the reply earns reward 1 when the
 //! first integer in it is the sum. It has no tools and one turn. Everything an env plugin
 //! needs is here: a settings struct read from `[env.options]` (unknown keys rejected), a
-//! deterministic task bank with a held-out split, an [`EnvSession`] per episode, and one
+//! deterministic task bank with a held-out split, an [`EnvSession`] per episode (here a
+//! [`SingleTurn`]: one reply, graded), and one
 //! `arl_core::register!` line. To ship a plugin of your own, copy this crate, rename it,
 //! and add `use your_crate as _;` to `plugins/link` (or reference it from your binary).
 
 use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
-use arl_core::{
-    AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
-};
+use arl_core::{Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, SingleTurn, Split, Task, ToolSchema};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -103,46 +102,12 @@ impl Env for SumEnv {
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
         let operand = |k: &str| task.data[k].as_u64().ok_or_else(|| EnvError::Other(format!("task {}: missing operand {k}", task.id)));
         let (a, b) = (operand("a")?, operand("b")?);
-        Ok(Box::new(SumSession {
-            messages: vec![Message::system(SYSTEM), Message::user(format!("What is {a} + {b}?"))],
-            answer: a + b,
-            done: false,
-        }))
-    }
-}
-
-struct SumSession {
-    messages: Vec<Message>,
-    answer: u64,
-    done: bool,
-}
-
-impl SumSession {
-    fn grade(&mut self, text: &str, truncated: bool) -> Outcome {
-        self.done = true;
-        let reward = if first_integer(text) == Some(self.answer) { 1.0 } else { 0.0 };
-        Outcome { reward, stats: EpisodeStats { turns: 1, truncated, ..Default::default() } }
-    }
-}
-
-impl EnvSession for SumSession {
-    fn messages(&self) -> &[Message] {
-        &self.messages
-    }
-
-    /// One turn: whatever the reply, it is the answer (this env offers no tools).
-    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
-        if self.done {
-            return Err(EnvError::Finished);
-        }
-        Ok(Step::Done(self.grade(&turn.text, false)))
-    }
-
-    fn finish(&mut self) -> Result<Outcome, EnvError> {
-        if self.done {
-            return Err(EnvError::Finished);
-        }
-        Ok(self.grade("", true))
+        let messages = vec![Message::system(SYSTEM), Message::user(format!("What is {a} + {b}?"))];
+        // One turn: whatever the reply, it is the answer (this env offers no tools).
+        Ok(Box::new(SingleTurn::new(messages, move |text: &str, truncated| {
+            let reward = if first_integer(text) == Some(a + b) { 1.0 } else { 0.0 };
+            Outcome { reward, stats: EpisodeStats { turns: 1, truncated, ..Default::default() } }
+        })))
     }
 }
 
@@ -156,6 +121,7 @@ fn first_integer(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arl_core::{AssistantTurn, Step};
 
     fn env() -> SumEnv {
         SumEnv::new(SumOptions::default(), 7)
