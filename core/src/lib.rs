@@ -33,6 +33,7 @@ pub mod rng;
 pub mod sandbox;
 pub mod single_turn;
 pub mod task;
+pub mod testing;
 pub mod tool;
 pub mod toolcall;
 pub mod train;

@@ -202,7 +202,7 @@ fn small_row_kernels_run() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     let kernel = false;
     if !kernel {
-        eprintln!("skipped: the small-row kernels need x86-64 with AVX2 and FMA");
+        arl_core::testing::skip("the small-row kernels need x86-64 with AVX2 and FMA");
     }
     kernel
 }

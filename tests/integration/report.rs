@@ -212,7 +212,7 @@ fn inked_fraction(png: &[u8]) -> f64 {
 #[test]
 fn a_browser_draws_the_report_without_errors() {
     let Some(chromium) = browser::chromium() else {
-        eprintln!("skipped: no headless Chromium (apt install chromium, or set ARL_CHROMIUM)");
+        arl_core::testing::skip("no headless Chromium (apt install chromium, or set ARL_CHROMIUM)");
         return;
     };
     let dir = scratch("browser");

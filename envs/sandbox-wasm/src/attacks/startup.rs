@@ -15,7 +15,7 @@ fn is_root() -> bool {
 #[test]
 fn a_read_only_temp_dir_is_one_line_for_wasm_and_no_matter_for_rlimit() {
     if !is_root() {
-        eprintln!("skipping: mounting a read-only /tmp takes root");
+        arl_core::testing::skip("mounting a read-only /tmp takes root");
         return;
     }
     // A private mount namespace where /tmp is a read-only tmpfs, then this binary's inner test.

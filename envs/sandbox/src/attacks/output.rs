@@ -93,7 +93,7 @@ fn output_written_after_a_kill_is_not_waited_for() {
 #[test]
 fn attack_uids_never_repeat_within_a_run() {
     if !is_root() {
-        eprintln!("skipping: not root, so jobs run in a user namespace as the caller's uid");
+        arl_core::testing::skip("not root, so jobs run in a user namespace as the caller's uid");
         return;
     }
     // Not beside `only_jobs_that_ask_for_processes_get_the_shell_root`: with it running, this

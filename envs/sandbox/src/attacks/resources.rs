@@ -71,7 +71,7 @@ fn attack_pidfd_getfd_cannot_take_another_process_descriptor() {
 fn attack_many_processes_cannot_hold_more_memory_than_one_may() {
     let s = sandbox();
     if let Err(why) = s.memory_cgroup() {
-        eprintln!("skipping: no memory cgroup here ({why})");
+        arl_core::testing::skip(&format!("no memory cgroup here ({why})"));
         return;
     }
     // Each child holds its 160 MiB until a common moment, then says so: the ones alive then
@@ -90,7 +90,7 @@ fn attack_many_processes_cannot_hold_more_memory_than_one_may() {
 fn the_memory_cgroup_is_the_jobs_own_and_goes_with_it() {
     let s = sandbox();
     let Ok(how) = s.memory_cgroup() else {
-        eprintln!("skipping: no memory cgroup here");
+        arl_core::testing::skip("no memory cgroup here");
         return;
     };
     let limits = Limits { processes: 2, wall_timeout: Duration::from_secs(5), ..Limits::default() };

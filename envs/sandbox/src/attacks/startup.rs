@@ -101,7 +101,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 #[test]
 fn a_kernel_that_refuses_user_namespaces_is_one_line_suggesting_wasm() {
     if !is_root() {
-        eprintln!("skipping: making a kernel refuse user namespaces takes root");
+        arl_core::testing::skip("making a kernel refuse user namespaces takes root");
         return;
     }
     let out = run_without_user_namespaces("attacks::startup::without_user_namespaces_the_sandbox_refuses_to_start");

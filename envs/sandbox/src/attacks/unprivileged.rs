@@ -12,7 +12,7 @@ const NOBODY: u32 = 65534;
 #[test]
 fn the_attack_suite_passes_as_an_unprivileged_user_too() {
     if !is_root() {
-        eprintln!("skipping: already unprivileged, and the suite ran this way");
+        arl_core::testing::skip("already unprivileged, and the suite ran this way");
         return;
     }
     // A copy of this test binary that `nobody` may execute, in a directory it may enter.
