@@ -142,68 +142,20 @@ fn report_refuses_what_is_not_a_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The share of a PNG's pixels that are not white (8-bit RGB or RGBA, as Chromium writes them):
-/// the chunks' image data inflated and each scanline's filter undone (PNG spec §9).
-fn inked_fraction(png: &[u8]) -> f64 {
-    use std::io::Read;
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    let (mut pos, mut idat, mut dims) = (8, Vec::new(), (0usize, 0usize, 0usize));
-    while pos + 8 <= png.len() {
-        let len = u32::from_be_bytes(png[pos..pos + 4].try_into().unwrap()) as usize;
-        let (kind, data) = (&png[pos + 4..pos + 8], &png[pos + 8..pos + 8 + len]);
-        match kind {
-            b"IHDR" => {
-                assert_eq!(data[8], 8, "8-bit samples");
-                let channels = match data[9] {
-                    2 => 3,
-                    6 => 4,
-                    other => panic!("colour type {other}"),
-                };
-                dims = (
-                    u32::from_be_bytes(data[..4].try_into().unwrap()) as usize,
-                    u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize,
-                    channels,
-                );
-            }
-            b"IDAT" => idat.extend_from_slice(data),
-            _ => {}
-        }
-        pos += 12 + len;
-    }
-    let (w, h, c) = dims;
-    let mut raw = Vec::new();
-    flate2::read::ZlibDecoder::new(&idat[..]).read_to_end(&mut raw).unwrap();
-    let stride = w * c;
-    let (mut prev, mut cur, mut inked) = (vec![0u8; stride], vec![0u8; stride], 0usize);
-    for y in 0..h {
-        let line = &raw[y * (stride + 1)..(y + 1) * (stride + 1)];
-        for x in 0..stride {
-            let (a, b) = (if x >= c { cur[x - c] as i32 } else { 0 }, prev[x] as i32);
-            let d = if x >= c { prev[x - c] as i32 } else { 0 };
-            let predicted = match line[0] {
-                0 => 0,
-                1 => a,
-                2 => b,
-                3 => (a + b) / 2,
-                4 => {
-                    let p = a + b - d;
-                    let (pa, pb, pd) = ((p - a).abs(), (p - b).abs(), (p - d).abs());
-                    if pa <= pb && pa <= pd {
-                        a
-                    } else if pb <= pd {
-                        b
-                    } else {
-                        d
-                    }
-                }
-                f => panic!("filter {f}"),
-            };
-            cur[x] = (line[1 + x] as i32 + predicted) as u8;
-        }
-        inked += cur.chunks(c).filter(|px| px[..3].iter().any(|&v| v < 250)).count();
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    inked as f64 / (w * h) as f64
+/// The share of a PNG's pixels that are not white (8-bit RGB or RGBA, as Chromium writes them),
+/// decoded by the `png` crate.
+fn inked_fraction(bytes: &[u8]) -> f64 {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let frame = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!(frame.bit_depth, png::BitDepth::Eight, "8-bit samples");
+    let channels = match frame.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("colour type {other:?}"),
+    };
+    let inked = pixels[..frame.buffer_size()].chunks(channels).filter(|px| px[..3].iter().any(|&v| v < 250)).count();
+    inked as f64 / (frame.width as usize * frame.height as usize) as f64
 }
 
 /// Where Debian's `chromium` is installed: the page loads without a console message and is not
