@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
     /// `local`: the trainer rolls out itself; `procs`: `rollout_workers` local child
-    /// processes (`arl worker`) roll out rounds through `<output.dir>/dist/`.
+    /// processes (`arl worker`) roll out rounds through `<output.dir>/dist/`; `slurm`: the
+    /// trainer and a job array of `rollout_workers` workers are submitted with `sbatch`.
     pub launcher: Launcher,
-    /// Rollout workers (`procs`).
+    /// Rollout workers (`procs`, `slurm`).
     pub rollout_workers: u32,
     /// Groups per rollout round, the unit of work and of determinism: a round's episodes are
     /// a function of its tasks, its seed and its weights version only. Must divide
@@ -22,11 +23,20 @@ pub struct ClusterConfig {
     pub lease_timeout_s: f64,
     /// A round issued this many times without a result stops the run.
     pub max_round_attempts: u32,
+    /// The sbatch settings of `launcher = "slurm"`.
+    pub slurm: SlurmConfig,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        Self { launcher: Launcher::Local, rollout_workers: 1, round_groups: None, lease_timeout_s: 300.0, max_round_attempts: 3 }
+        Self {
+            launcher: Launcher::Local,
+            rollout_workers: 1,
+            round_groups: None,
+            lease_timeout_s: 300.0,
+            max_round_attempts: 3,
+            slurm: SlurmConfig::default(),
+        }
     }
 }
 
@@ -46,6 +56,8 @@ pub enum Launcher {
     Local,
     /// In `cluster.rollout_workers` child processes of the trainer (`arl worker`).
     Procs,
+    /// In a Slurm job array of `cluster.rollout_workers` tasks beside a trainer job.
+    Slurm,
 }
 
 impl Launcher {
@@ -53,6 +65,55 @@ impl Launcher {
         match self {
             Launcher::Local => "local",
             Launcher::Procs => "procs",
+            Launcher::Slurm => "slurm",
+        }
+    }
+}
+
+/// `[cluster.slurm]`: what `arl run --launcher slurm` asks `sbatch` for. Only flags every
+/// Slurm from 22.05 on takes are rendered; anything else goes in `sbatch_extra`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmConfig {
+    /// `--partition` of both jobs; empty: the site's default.
+    pub partition: String,
+    /// `--account` of both jobs; empty: the user's default.
+    pub account: String,
+    /// `--time` of both jobs (`D-HH:MM:SS`, `HH:MM:SS` or minutes); empty: the partition's.
+    pub time: String,
+    /// GPUs of the trainer job (`--gres=gpu:N`); unset: 1 when `model.backend` is a GPU
+    /// backend, else 0.
+    pub trainer_gpus: Option<u32>,
+    /// GPUs of each worker task; unset: as `trainer_gpus`.
+    pub worker_gpus: Option<u32>,
+    /// `--cpus-per-task` of the trainer job.
+    pub trainer_cpus: u32,
+    /// `--cpus-per-task` of each worker task (grading runs on them).
+    pub worker_cpus: u32,
+    /// Both jobs are submitted `--requeue` (Slurm restarts them after a node failure; a
+    /// requeued trainer resumes from its last checkpoint).
+    pub requeue: bool,
+    /// More `#SBATCH` flags for both jobs, each one `--flag` or `--flag=value`
+    /// (e.g. `--qos=high`, `--constraint=h100`).
+    pub sbatch_extra: Vec<String>,
+    /// Refuse a run folder on a filesystem only one node sees (tmpfs, or a local disk); set
+    /// false for a cluster of one node.
+    pub require_shared_fs: bool,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        Self {
+            partition: String::new(),
+            account: String::new(),
+            time: String::new(),
+            trainer_gpus: None,
+            worker_gpus: None,
+            trainer_cpus: 4,
+            worker_cpus: 4,
+            requeue: true,
+            sbatch_extra: Vec::new(),
+            require_shared_fs: true,
         }
     }
 }

@@ -267,6 +267,28 @@ fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
             ),
         ));
     }
+    slurm(&k.slurm)
+}
+
+/// `[cluster.slurm]`: values that go into an sbatch script one line each.
+fn slurm(s: &super::SlurmConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    need("cluster.slurm.trainer_cpus", s.trainer_cpus.into(), AtLeast(1.0))?;
+    need("cluster.slurm.worker_cpus", s.worker_cpus.into(), AtLeast(1.0))?;
+    for (key, value) in [("partition", &s.partition), ("account", &s.account), ("time", &s.time)] {
+        if value.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"') {
+            return Err(invalid(
+                &format!("cluster.slurm.{key}"),
+                format!("`{value}` has a space or quote; valid: one word, or empty for the site's default"),
+            ));
+        }
+    }
+    if let Some(bad) = s.sbatch_extra.iter().find(|f| !f.starts_with("--") || f.len() < 3 || f.contains(['\n', '\r'])) {
+        return Err(invalid(
+            "cluster.slurm.sbatch_extra",
+            format!("`{bad}` is not one sbatch flag; valid: flags such as \"--qos=high\", each `--flag` or `--flag=value` on one line"),
+        ));
+    }
     Ok(())
 }
 

@@ -121,10 +121,10 @@ fn rounds(
         let mut claimed = None;
         for issued in &index.rounds {
             let (id, attempt) = (issued.round.id, issued.attempt);
-            if layout.result(id, attempt).exists() {
+            if layout.result(&index.incarnation, id, attempt).exists() {
                 continue;
             }
-            if try_claim(&layout.claim(id, attempt), &me)? {
+            if try_claim(&layout.claim(&index.incarnation, id, attempt), &me)? {
                 claimed = Some(issued.clone());
                 break;
             }
@@ -163,7 +163,7 @@ fn rounds(
                     if still {
                         let outcome = Err(format!("loading weights {}: {message}", dir.display()));
                         let result = RoundResult { protocol: PROTOCOL, worker: opts.worker, round, outcome };
-                        write_atomic(&layout.result(result.round.id, attempt), &wire::encode(&result))?;
+                        write_atomic(&layout.result(&index.incarnation, result.round.id, attempt), &wire::encode(&result))?;
                     }
                     continue;
                 }
@@ -176,7 +176,14 @@ fn rounds(
             log(&format!("w{}: round {} failed: {message}", opts.worker, round.id));
         }
         let result = RoundResult { protocol: PROTOCOL, worker: opts.worker, round, outcome };
-        write_atomic(&layout.result(result.round.id, attempt), &wire::encode(&result))?;
+        if let Err(e) = write_atomic(&layout.result(&index.incarnation, result.round.id, attempt), &wire::encode(&result)) {
+            // The trainer that issued it is gone and a new one is recreating `dist/`: nobody
+            // waits for this result.
+            if read_json::<Index>(&layout.index()).ok().flatten().is_some_and(|i| i.incarnation == index.incarnation) {
+                return Err(e);
+            }
+            log(&format!("w{}: round {} belongs to an ended trainer incarnation; dropped", opts.worker, result.round.id));
+        }
         set(None, Some(*version));
     }
 }
