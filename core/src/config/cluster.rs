@@ -80,6 +80,7 @@ pub struct SlurmConfig {
     /// `--account` of both jobs; empty: the user's default.
     pub account: String,
     /// `--time` of both jobs (`D-HH:MM:SS`, `HH:MM:SS` or minutes); empty: the partition's.
+    #[serde(deserialize_with = "slurm_time")]
     pub time: String,
     /// GPUs of the trainer job (`--gres=gpu:N`); unset: 1 when `model.backend` is a GPU
     /// backend, else 0.
@@ -115,5 +116,30 @@ impl Default for SlurmConfig {
             sbatch_extra: Vec::new(),
             require_shared_fs: true,
         }
+    }
+}
+
+/// `time` as Slurm writes it, also when TOML or `--set` read it as a number of minutes (`90`)
+/// or a time of day (`12:00:00`).
+fn slurm_time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(s),
+        toml::Value::Integer(n) => Ok(n.to_string()),
+        toml::Value::Datetime(t) => Ok(t.to_string()),
+        other => Err(serde::de::Error::custom(format!("`{other}` is not a Slurm time; valid: \"D-HH:MM:SS\", \"HH:MM:SS\" or minutes"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slurm_time_may_be_written_as_toml_reads_it() {
+        for (text, want) in [("time = 90", "90"), ("time = 12:00:00", "12:00:00"), ("time = \"1-00:00:00\"", "1-00:00:00")] {
+            let s: SlurmConfig = toml::from_str(text).unwrap();
+            assert_eq!(s.time, want, "{text}");
+        }
+        assert!(toml::from_str::<SlurmConfig>("time = 1.5").unwrap_err().to_string().contains("is not a Slurm time"));
     }
 }
