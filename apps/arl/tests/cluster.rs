@@ -362,3 +362,32 @@ fn slurm_submits_two_jobs_and_refuses_bad_input_in_one_line() {
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&bin);
 }
+
+#[test]
+fn a_worker_whose_trainer_stopped_beating_exits_after_its_idle_timeout() {
+    let out = out_dir("idle");
+    std::fs::create_dir_all(out.join("dist")).unwrap();
+    let config = "[env]\nname = \"test-cluster-letters\"\n[model]\nsource = \"tiny\"\n[cluster]\nworker_idle_timeout_s = 1.0\n";
+    std::fs::write(out.join("config.toml"), config).unwrap();
+    let index = serde_json::json!({"protocol": arl_core::train::dist::PROTOCOL, "arl_version": env!("CARGO_PKG_VERSION"),
+        "incarnation": "dead", "rounds": []});
+    std::fs::write(out.join("dist/index.json"), index.to_string()).unwrap();
+    // A trainer that beat seven times and died (no STOP).
+    std::fs::write(out.join("dist/trainer.json"), r#"{"incarnation": "dead", "beat": 7}"#).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut worker =
+        arl_child(&["worker".into(), out.display().to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    while worker.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 60 {
+            worker.kill().unwrap();
+            panic!("the worker did not exit after its trainer stopped beating");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let done = worker.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{log}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(log.contains("has not moved for 1 s (cluster.worker_idle_timeout_s)"), "{log}");
+    assert!(t0.elapsed().as_secs_f64() > 1.0);
+    let _ = std::fs::remove_dir_all(&out);
+}

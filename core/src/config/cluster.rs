@@ -23,6 +23,10 @@ pub struct ClusterConfig {
     pub lease_timeout_s: f64,
     /// A round issued this many times without a result stops the run.
     pub max_round_attempts: u32,
+    /// A worker whose trainer's heartbeat (`dist/trainer.json`) has not moved for this long
+    /// exits (seconds): its trainer died without ending the run. Longer than a trainer takes
+    /// to start again and load the model.
+    pub worker_idle_timeout_s: f64,
     /// The sbatch settings of `launcher = "slurm"`.
     pub slurm: SlurmConfig,
 }
@@ -35,6 +39,7 @@ impl Default for ClusterConfig {
             round_groups: None,
             lease_timeout_s: 300.0,
             max_round_attempts: 3,
+            worker_idle_timeout_s: 3600.0,
             slurm: SlurmConfig::default(),
         }
     }

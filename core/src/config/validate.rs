@@ -247,6 +247,7 @@ fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
     need("cluster.rollout_workers", k.rollout_workers.into(), Within(1.0, 4096.0))?;
     need("cluster.lease_timeout_s", k.lease_timeout_s, AboveUpTo(0.0, 86_400.0))?;
     need("cluster.max_round_attempts", k.max_round_attempts.into(), AtLeast(1.0))?;
+    need("cluster.worker_idle_timeout_s", k.worker_idle_timeout_s, AboveUpTo(0.0, 31_536_000.0))?;
     let n = k.round_groups(t.prompts);
     if t.prompts % n != 0 {
         let divisors: Vec<String> = (1..=t.prompts).filter(|d| t.prompts % d == 0).map(|d| d.to_string()).collect();

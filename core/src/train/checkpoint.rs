@@ -94,6 +94,7 @@ const MAY_DIFFER: &[&str] = &[
     "cluster.rollout_workers",
     "cluster.lease_timeout_s",
     "cluster.max_round_attempts",
+    "cluster.worker_idle_timeout_s",
 ];
 
 /// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once

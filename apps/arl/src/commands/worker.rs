@@ -83,7 +83,8 @@ impl Worker {
             policy.map(|p| Box::new(p) as Box<dyn Policy>).map_err(|e| e.to_string())
         };
         let beat_every = Duration::from_secs_f64((config.cluster.lease_timeout_s / 5.0).clamp(0.05, 5.0));
-        let opts = WorkerOptions { worker: self.worker_id, beat_every, fault };
+        let idle_timeout = Duration::from_secs_f64(config.cluster.worker_idle_timeout_s);
+        let opts = WorkerOptions { worker: self.worker_id, beat_every, fault, idle_timeout };
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
         };

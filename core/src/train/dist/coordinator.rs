@@ -3,10 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
-use super::{Claim, Heartbeat, Index, Issued, Layout, PROTOCOL, read_json, write_atomic};
+use super::{Claim, Heartbeat, Index, Issued, Layout, PROTOCOL, TrainerBeat, read_json, write_atomic};
 use crate::config::ClusterConfig;
 use crate::policy::{Policy, TrainablePolicy};
 use crate::train::TrainError;
@@ -33,6 +35,8 @@ pub struct Coordinator {
     lost: BTreeSet<u32>,
     faults: Faults,
     watch: Option<Watch>,
+    /// Ends the trainer's heartbeat thread.
+    beating: Arc<AtomicBool>,
 }
 
 impl Coordinator {
@@ -61,8 +65,20 @@ impl Coordinator {
             lost: BTreeSet::new(),
             faults: Faults::default(),
             watch: None,
+            beating: Arc::new(AtomicBool::new(true)),
         };
         me.write_index()?;
+        // The trainer's heartbeat, also while it updates, evaluates or checkpoints.
+        let (path, beating) = (me.layout.trainer(), me.beating.clone());
+        let every = Duration::from_secs_f64((cluster.worker_idle_timeout_s / 10.0).clamp(0.05, 5.0));
+        let mut beat = TrainerBeat { incarnation: incarnation.to_string(), beat: 0 };
+        std::thread::spawn(move || {
+            while beating.load(Ordering::SeqCst) {
+                beat.beat += 1;
+                let _ = write_atomic(&path, &serde_json::to_vec(&beat).expect("a heartbeat serializes"));
+                std::thread::sleep(every);
+            }
+        });
         Ok(me)
     }
 
@@ -259,6 +275,7 @@ impl RolloutExecutor for Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
+        self.beating.store(false, Ordering::SeqCst);
         let _ = self.stop();
     }
 }

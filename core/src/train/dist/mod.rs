@@ -12,6 +12,8 @@
 //!   (names carry the trainer's incarnation, so a worker still busy with a round of a trainer
 //!   that died never takes or answers a round of the one that resumed);
 //! - `workers/w{N}.json`: worker N's heartbeat (a counter it moves while alive);
+//! - `trainer.json`: the trainer's heartbeat; a worker whose trainer's has not moved for
+//!   `cluster.worker_idle_timeout_s` exits (the trainer died without `STOP`);
 //! - `results/{incarnation}.r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]); a round's
 //!   claims and results are deleted once the trainer has collected it;
 //! - `weights/v{N}/`: the weights after N steps ([`TrainablePolicy::save`](crate::policy::TrainablePolicy::save):
@@ -53,6 +55,9 @@ impl Layout {
     }
     pub fn index(&self) -> PathBuf {
         self.root.join("index.json")
+    }
+    pub fn trainer(&self) -> PathBuf {
+        self.root.join("trainer.json")
     }
     pub fn stop(&self) -> PathBuf {
         self.root.join("STOP")
@@ -118,6 +123,13 @@ pub struct Heartbeat {
     pub round: Option<String>,
     /// The weights version it has loaded.
     pub version: Option<u32>,
+}
+
+/// The trainer's heartbeat (`trainer.json`), moved by a thread of its own while it lives.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainerBeat {
+    pub incarnation: String,
+    pub beat: u64,
 }
 
 /// Write `bytes` to `path` atomically: a temporary file beside it, then a rename.

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
-use super::{Claim, Heartbeat, Index, Layout, PROTOCOL, read_json, try_claim, write_atomic};
+use super::{Claim, Heartbeat, Index, Layout, PROTOCOL, TrainerBeat, read_json, try_claim, write_atomic};
 use crate::policy::Policy;
 use crate::train::TrainError;
 use crate::train::rounds::{RoundContext, run_round};
@@ -45,6 +45,8 @@ pub struct WorkerOptions {
     /// Seconds between heartbeats (well under `cluster.lease_timeout_s`).
     pub beat_every: Duration,
     pub fault: Option<Fault>,
+    /// Exit when the trainer's heartbeat has not moved for this long between rounds.
+    pub idle_timeout: Duration,
 }
 
 /// Loads the weights published in a `weights/v{N}` folder as a sampler.
@@ -100,9 +102,23 @@ fn rounds(
     };
     let me = Claim { worker: opts.worker, pid: std::process::id(), host: super::host_name() };
     let mut loaded: Option<(String, u32, Box<dyn Policy>)> = None;
+    // The trainer's last beat seen and when it moved (this process's clock).
+    let mut trainer: (Option<TrainerBeat>, Instant) = (None, Instant::now());
     loop {
         if layout.stop().exists() {
             log(&format!("w{}: the trainer ended the run", opts.worker));
+            return Ok(());
+        }
+        let beat = read_json::<TrainerBeat>(&layout.trainer()).ok().flatten();
+        if beat != trainer.0 {
+            trainer = (beat, Instant::now());
+        } else if trainer.1.elapsed() > opts.idle_timeout {
+            log(&format!(
+                "w{}: the trainer's heartbeat ({}) has not moved for {:.0} s (cluster.worker_idle_timeout_s): it died without ending the run; exiting",
+                opts.worker,
+                layout.trainer().display(),
+                opts.idle_timeout.as_secs_f64()
+            ));
             return Ok(());
         }
         let Some(index) = read_json::<Index>(&layout.index())? else {
