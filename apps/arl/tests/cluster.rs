@@ -391,3 +391,32 @@ fn a_worker_whose_trainer_stopped_beating_exits_after_its_idle_timeout() {
     assert!(t0.elapsed().as_secs_f64() > 1.0);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_slurm_trainer_whose_worker_array_left_the_queue_stops_in_one_line() {
+    let out = out_dir("slurm-gone");
+    let bin = out_dir("slurm-gone-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(out.join("slurm")).unwrap();
+    std::fs::write(out.join("slurm/jobs.json"), r#"{"trainer": "76", "workers": "77"}"#).unwrap();
+    // squeue lists no task of array 77.
+    stand_in(&bin, "squeue", "");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let job = ["--launcher", "slurm", "--slurm-job", "--set", "cluster.lease_timeout_s=0.5"];
+    let mut trainer = command(&out, &job, None).env("PATH", &path).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while trainer.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 120 {
+            trainer.kill().unwrap();
+            panic!("the trainer still waits for workers that are gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let done = trainer.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(1), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("error: ") && l.contains("worker job array 77 has no task left in the queue")), "{err}");
+    assert!(std::fs::read_to_string(bin.join("calls")).unwrap().contains("squeue -h -o %i -j 77"));
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&bin);
+}

@@ -174,7 +174,12 @@ impl Run {
             }
             Launcher::Slurm => {
                 let mut coordinator = Coordinator::create(&out_dir, &config.cluster, &run_dir::new_run_id())?;
-                let workers = super::slurm::read_jobs(&out_dir)?.map(|j| format!("job array {}", j.workers));
+                let jobs = super::slurm::read_jobs(&out_dir)?;
+                if let Some(j) = &jobs {
+                    let every = std::time::Duration::from_secs_f64(config.cluster.lease_timeout_s.min(30.0));
+                    coordinator.set_watch(super::slurm::watch_workers(j.workers.clone(), every));
+                }
+                let workers = jobs.map(|j| format!("job array {}", j.workers));
                 log(&format!(
                     "rollouts: {} Slurm workers ({}; logs in {})",
                     config.cluster.rollout_workers,

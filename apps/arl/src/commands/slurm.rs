@@ -230,6 +230,26 @@ pub fn live(id: &str) -> anyhow::Result<bool> {
     Ok(out.status.success() && !String::from_utf8_lossy(&out.stdout).trim().is_empty())
 }
 
+/// For the trainer job's waits: an error once the worker array has no task left in the queue
+/// (cancelled, or every task failed), looked up at most every `every`. A failing `squeue`
+/// (the controller briefly away) is no verdict.
+pub fn watch_workers(array: String, every: Duration) -> Box<dyn FnMut() -> Result<(), String>> {
+    let mut last = std::time::Instant::now();
+    Box::new(move || {
+        if last.elapsed() < every {
+            return Ok(());
+        }
+        last = std::time::Instant::now();
+        match Command::new("squeue").args(["-h", "-o", "%i", "-j", &array]).output() {
+            Ok(out) if out.status.success() && String::from_utf8_lossy(&out.stdout).trim().is_empty() => Err(format!(
+                "worker job array {array} has no task left in the queue, so no round can finish; submit workers again with \
+                 `arl run ... --launcher slurm --resume` after this trainer ends"
+            )),
+            _ => Ok(()),
+        }
+    })
+}
+
 /// `sbatch --parsable ARGS SCRIPT`: the job id.
 fn sbatch(args: &[String], script: &Path) -> anyhow::Result<String> {
     let out = Command::new("sbatch").arg("--parsable").args(args).arg(script).output().context("running sbatch")?;
