@@ -39,6 +39,14 @@ third_party/patches.sh check
 echo "== cargo test"
 cargo test --workspace --locked "$@"
 
+# A real single-node Slurm (installed by scripts/setup/slurm.sh): a tiny run through
+# `--launcher slurm` with a worker and then the trainer job cancelled, equal to the local run.
+# Reuses the debug `arl` cargo test built (no compile). ARL_SKIP_SLURM=1 skips it.
+if [ "${ARL_SKIP_SLURM:-0}" != 1 ]; then
+    echo "== slurm stage"
+    scripts/slurm-stage.sh
+fi
+
 # A plugin crate outside the tree (`arl new env`), built against this checkout and trained a step.
 if [ "${ARL_SKIP_OUT_OF_TREE:-0}" != 1 ]; then
     echo "== out-of-tree plugin crate"

@@ -290,3 +290,133 @@ fn a_round_size_that_does_not_divide_prompts_is_refused_in_one_line() {
     assert!(err.contains("is a run of arl 0.0.1-other") && err.lines().count() == 1, "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A stand-in for a Slurm command in `dir`: appends its arguments to `calls` and prints `stdout`
+/// (shell words).
+fn stand_in(dir: &Path, name: &str, stdout: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\ncd '{}'\necho \"{name} $*\" >> calls\necho {stdout}\n", dir.display())).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn slurm_submits_two_jobs_and_refuses_bad_input_in_one_line() {
+    let out = out_dir("slurm");
+    let bin = out_dir("slurm-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let slurm = ["--launcher", "slurm", "--rollout-workers", "3", "--set", "cluster.slurm.require_shared_fs=false"];
+    let refused = |c: &mut Command, needle: &str| {
+        let done = c.output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr).to_string();
+        assert_eq!(done.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle) && err.trim().lines().count() == 1, "{needle}: {err}");
+    };
+    // No sbatch on PATH; a timing-dependent schedule; a folder only this node sees.
+    refused(command(&out, &slurm, None).env("PATH", &bin), "`sbatch` is not on PATH");
+    // Job ids 4242, 4243, … in submission order.
+    stand_in(&bin, "sbatch", "$((4241 + $(grep -c ^sbatch calls)))");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    refused(&mut command(&out, &[&slurm[..], &["--set", "trainer.max_steps_off_policy=1"]].concat(), None), "lockstep");
+    let shm = PathBuf::from(format!("/dev/shm/arl-cluster-slurm-{}", std::process::id()));
+    refused(command(&shm, &slurm[..4], None).env("PATH", &path), "is on tmpfs");
+    refused(&mut command(&out, &["--dry-run"], None), "--dry-run goes with --launcher slurm");
+    assert!(!out.exists() && !shm.exists());
+
+    // --dry-run prints both scripts and writes nothing.
+    let dry = run(&out, &[&slurm[..], &["--dry-run"]].concat(), None);
+    check(&dry);
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(text.contains("#SBATCH --array=0-2") && text.contains("#SBATCH --requeue") && text.contains("--slurm-job"), "{text}");
+    assert!(!out.exists());
+
+    // Submitted through stand-ins: the trainer, then the array that starts once it has.
+    let done = command(&out, &slurm, None).env("PATH", &path).output().unwrap();
+    check(&done);
+    let calls = std::fs::read_to_string(bin.join("calls")).unwrap();
+    let slurm_dir = out.join("slurm");
+    assert_eq!(
+        calls,
+        format!(
+            "sbatch --parsable {}\nsbatch --parsable --dependency=after:4242 {}\n",
+            slurm_dir.join("trainer.sbatch").display(),
+            slurm_dir.join("workers.sbatch").display()
+        )
+    );
+    let jobs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(slurm_dir.join("jobs.json")).unwrap()).unwrap();
+    assert_eq!(jobs, serde_json::json!({"trainer": "4242", "workers": "4243"}));
+    // The trainer job's config: this run's, launcher and all; the folder is not claimed yet.
+    let job_config = std::fs::read_to_string(slurm_dir.join("run.toml")).unwrap();
+    assert!(job_config.contains("launcher = \"slurm\"") && job_config.contains("round_groups = 1"), "{job_config}");
+    assert!(!out.join("run.json").exists());
+
+    // Its trainer still queued (squeue lists it): neither a new start nor a resume.
+    stand_in(&bin, "squeue", "4242");
+    refused(command(&out, &[&slurm[..], &["--overwrite"]].concat(), None).env("PATH", &path), "is still running (trainer job 4242)");
+    // `arl cluster stop`: STOP for the workers, scancel of both jobs.
+    std::fs::create_dir_all(out.join("dist")).unwrap();
+    stand_in(&bin, "scancel", "");
+    let stop = arl_child(&["cluster".into(), "stop".into(), out.display().to_string()]).env("PATH", &path).output().unwrap();
+    check(&stop);
+    assert!(out.join("dist/STOP").exists());
+    assert!(std::fs::read_to_string(bin.join("calls")).unwrap().ends_with("scancel 4242 4243\n"));
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&bin);
+}
+
+#[test]
+fn a_worker_whose_trainer_stopped_beating_exits_after_its_idle_timeout() {
+    let out = out_dir("idle");
+    std::fs::create_dir_all(out.join("dist")).unwrap();
+    let config = "[env]\nname = \"test-cluster-letters\"\n[model]\nsource = \"tiny\"\n[cluster]\nworker_idle_timeout_s = 1.0\n";
+    std::fs::write(out.join("config.toml"), config).unwrap();
+    let index = serde_json::json!({"protocol": arl_core::train::dist::PROTOCOL, "arl_version": env!("CARGO_PKG_VERSION"),
+        "incarnation": "dead", "rounds": []});
+    std::fs::write(out.join("dist/index.json"), index.to_string()).unwrap();
+    // A trainer that beat seven times and died (no STOP).
+    std::fs::write(out.join("dist/trainer.json"), r#"{"incarnation": "dead", "beat": 7}"#).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut worker =
+        arl_child(&["worker".into(), out.display().to_string()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    while worker.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 60 {
+            worker.kill().unwrap();
+            panic!("the worker did not exit after its trainer stopped beating");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let done = worker.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{log}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(log.contains("has not moved for 1 s (cluster.worker_idle_timeout_s)"), "{log}");
+    assert!(t0.elapsed().as_secs_f64() > 1.0);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_slurm_trainer_whose_worker_array_left_the_queue_stops_in_one_line() {
+    let out = out_dir("slurm-gone");
+    let bin = out_dir("slurm-gone-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(out.join("slurm")).unwrap();
+    std::fs::write(out.join("slurm/jobs.json"), r#"{"trainer": "76", "workers": "77"}"#).unwrap();
+    // squeue lists no task of array 77.
+    stand_in(&bin, "squeue", "");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let job = ["--launcher", "slurm", "--slurm-job", "--set", "cluster.lease_timeout_s=0.5"];
+    let mut trainer = command(&out, &job, None).env("PATH", &path).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while trainer.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 120 {
+            trainer.kill().unwrap();
+            panic!("the trainer still waits for workers that are gone");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let done = trainer.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(1), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("error: ") && l.contains("worker job array 77 has no task left in the queue")), "{err}");
+    assert!(std::fs::read_to_string(bin.join("calls")).unwrap().contains("squeue -h -o %i -j 77"));
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&bin);
+}

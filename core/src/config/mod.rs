@@ -14,7 +14,7 @@ mod sft;
 mod trainer;
 mod validate;
 
-pub use cluster::{ClusterConfig, Launcher};
+pub use cluster::{ClusterConfig, Launcher, SlurmConfig};
 pub use load::{Overrides, parse_set};
 pub use lora::{LORA_TARGETS, LoraConfig, lora_scale};
 pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlacement, LossConfig, NormLevel, TisConfig};

@@ -248,6 +248,7 @@ fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
     need("cluster.rollout_workers", k.rollout_workers.into(), Within(1.0, 4096.0))?;
     need("cluster.lease_timeout_s", k.lease_timeout_s, AboveUpTo(0.0, 86_400.0))?;
     need("cluster.max_round_attempts", k.max_round_attempts.into(), AtLeast(1.0))?;
+    need("cluster.worker_idle_timeout_s", k.worker_idle_timeout_s, AboveUpTo(0.0, 31_536_000.0))?;
     let n = k.round_groups(t.prompts);
     if t.prompts % n != 0 {
         let divisors: Vec<String> = (1..=t.prompts).filter(|d| t.prompts % d == 0).map(|d| d.to_string()).collect();
@@ -266,6 +267,28 @@ fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
                  unset trainer.max_steps_off_policy or use `local`",
                 k.launcher.name()
             ),
+        ));
+    }
+    slurm(&k.slurm)
+}
+
+/// `[cluster.slurm]`: values that go into an sbatch script one line each.
+fn slurm(s: &super::SlurmConfig) -> Result<(), ConfigError> {
+    use Range::*;
+    need("cluster.slurm.trainer_cpus", s.trainer_cpus.into(), AtLeast(1.0))?;
+    need("cluster.slurm.worker_cpus", s.worker_cpus.into(), AtLeast(1.0))?;
+    for (key, value) in [("partition", &s.partition), ("account", &s.account), ("time", &s.time)] {
+        if value.chars().any(|c| c.is_whitespace() || c == '\'' || c == '"') {
+            return Err(invalid(
+                &format!("cluster.slurm.{key}"),
+                format!("`{value}` has a space or quote; valid: one word, or empty for the site's default"),
+            ));
+        }
+    }
+    if let Some(bad) = s.sbatch_extra.iter().find(|f| !f.starts_with("--") || f.len() < 3 || f.contains(['\n', '\r'])) {
+        return Err(invalid(
+            "cluster.slurm.sbatch_extra",
+            format!("`{bad}` is not one sbatch flag; valid: flags such as \"--qos=high\", each `--flag` or `--flag=value` on one line"),
         ));
     }
     Ok(())

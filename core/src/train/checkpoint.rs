@@ -94,6 +94,7 @@ const MAY_DIFFER: &[&str] = &[
     "cluster.rollout_workers",
     "cluster.lease_timeout_s",
     "cluster.max_round_attempts",
+    "cluster.worker_idle_timeout_s",
 ];
 
 /// When a step checkpoint is due: after every `trainer.checkpoint_every`-th step, once
@@ -261,7 +262,7 @@ pub fn differing_key(saved: &RunConfig, now: &RunConfig) -> Option<String> {
     let (a, b) = (flatten(saved), flatten(now));
     let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     keys.into_iter()
-        .filter(|k| !MAY_DIFFER.contains(&k.as_str()))
+        .filter(|k| !MAY_DIFFER.contains(&k.as_str()) && !k.starts_with("cluster.slurm."))
         .filter(|k| !(k.as_str() == "trainer.steps" && now.trainer.lr_schedule == crate::config::LrSchedule::Constant))
         .find(|k| a.get(*k) != b.get(*k))
         .cloned()

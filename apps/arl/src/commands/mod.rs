@@ -4,6 +4,7 @@ mod advantages;
 mod bench;
 mod bench_sandbox;
 mod chat_codec;
+mod cluster;
 mod config;
 mod convert;
 mod crosscheck;
@@ -26,6 +27,7 @@ mod run_args;
 mod sandbox;
 mod score;
 mod sft;
+mod slurm;
 mod smoke;
 mod tasks;
 mod transcripts;
@@ -36,6 +38,7 @@ use std::io::Write;
 pub use advantages::Advantages;
 pub use bench::Bench;
 pub use chat_codec::tokenizer_dir;
+pub use cluster::ClusterCommand;
 pub use config::ConfigCommand;
 pub use convert::Convert;
 pub use crosscheck::Crosscheck;
@@ -112,8 +115,11 @@ pub enum Command {
     /// Drive an environment by hand (`arl env replay`).
     #[command(subcommand)]
     Env(EnvCommand),
-    /// A rollout worker of a run started with `--launcher procs` (`arl run` starts them).
+    /// A rollout worker of a run started with `--launcher procs|slurm` (the launcher starts them).
     Worker(Worker),
+    /// Look at or end a run with rollout workers; check a folder is shared across nodes.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
 }
 
 impl Command {
@@ -141,6 +147,7 @@ impl Command {
             Command::Merge(cmd) => cmd.execute(out),
             Command::Env(cmd) => cmd.execute(out),
             Command::Worker(cmd) => cmd.execute(out),
+            Command::Cluster(cmd) => cmd.execute(out),
         }
     }
 }

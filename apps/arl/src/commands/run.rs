@@ -51,6 +51,16 @@ pub struct Run {
     /// Held-out episodes of --smoke.
     #[arg(long, default_value_t = 4, requires = "smoke", value_parser = clap::value_parser!(u32).range(1..))]
     pub smoke_n: u32,
+    /// --launcher slurm: print the two sbatch scripts instead of submitting them.
+    #[arg(long, conflicts_with = "smoke")]
+    pub dry_run: bool,
+    /// --launcher slurm: after submitting, print metrics.jsonl as it grows until the trainer
+    /// job ends.
+    #[arg(long, conflicts_with_all = ["smoke", "dry_run"])]
+    pub follow: bool,
+    /// Run as the trainer job of --launcher slurm (its sbatch script passes this).
+    #[arg(long, hide = true)]
+    pub slurm_job: bool,
 }
 
 impl Run {
@@ -60,6 +70,17 @@ impl Run {
             arl_core::train::trainer::check_sampling_for_training(&config)?;
         }
         let out_dir = PathBuf::from(&config.output.dir);
+        let submit = config.cluster.launcher == Launcher::Slurm && !self.slurm_job;
+        if (self.dry_run || self.follow) && !submit {
+            return Err(crate::usage!(
+                "--{} goes with --launcher slurm (it prints or follows the sbatch jobs); this run's launcher is `{}`",
+                if self.dry_run { "dry-run" } else { "follow" },
+                config.cluster.launcher.name()
+            ));
+        }
+        if submit && !self.smoke {
+            return self.submit(&config, out_dir, out);
+        }
         if self.smoke {
             let Built { env, codec, mut policy, notes, .. } = Built::new(&config)?;
             let mut log = |line: &str| {
@@ -151,9 +172,44 @@ impl Run {
                 workers.finish(std::time::Duration::from_secs(10));
                 trained?;
             }
+            Launcher::Slurm => {
+                let mut coordinator = Coordinator::create(&out_dir, &config.cluster, &run_dir::new_run_id())?;
+                let jobs = super::slurm::read_jobs(&out_dir)?;
+                if let Some(j) = &jobs {
+                    let every = std::time::Duration::from_secs_f64(config.cluster.lease_timeout_s.min(30.0));
+                    coordinator.set_watch(super::slurm::watch_workers(j.workers.clone(), every));
+                }
+                let workers = jobs.map(|j| format!("job array {}", j.workers));
+                log(&format!(
+                    "rollouts: {} Slurm workers ({}; logs in {})",
+                    config.cluster.rollout_workers,
+                    workers.unwrap_or_else(|| "started by hand".into()),
+                    super::slurm::dir(&out_dir).display()
+                ));
+                let trained = train_with(parts, Some(&mut coordinator), &config, meta, &out_dir, &mut log, &mut progress);
+                coordinator.stop()?;
+                trained?;
+            }
         }
         log(&format!("report: arl report {}", out_dir.display()));
         Ok(())
+    }
+}
+
+impl Run {
+    /// `--launcher slurm` on a login node: check what can be checked here, then render and
+    /// submit the trainer job and the worker array (slurm.rs). The folder is claimed by the
+    /// trainer job once it has loaded, as in a local run.
+    fn submit(&self, config: &RunConfig, out_dir: PathBuf, out: &mut dyn Write) -> anyhow::Result<()> {
+        if !self.dry_run {
+            super::slurm::need_on_path("sbatch", "--launcher slurm")?;
+        }
+        let run_dir = std::path::absolute(&out_dir).with_context(|| format!("resolving {}", out_dir.display()))?;
+        super::slurm::check_shared(&run_dir, &config.cluster.slurm)?;
+        let start = run_dir::check_start(&run_dir, config, self.overwrite)?;
+        let req =
+            super::slurm::Submit { config, run_dir, mode: super::slurm::Mode::of(&start), dry_run: self.dry_run, follow: self.follow };
+        super::slurm::submit(req, out)
     }
 }
 

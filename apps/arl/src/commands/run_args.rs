@@ -146,9 +146,9 @@ pub struct TrainArgs {
         help = key_help("Also write TensorBoard event files here: every number of metrics.jsonl, per step", "output.tensorboard")
     )]
     pub tensorboard: Option<String>,
-    #[arg(long, value_name = "NAME", help = key_help("Where rollouts run: local | procs (worker child processes)", "cluster.launcher"))]
+    #[arg(long, value_name = "NAME", help = key_help("Where rollouts run: local | procs (worker child processes) | slurm (sbatch jobs)", "cluster.launcher"))]
     pub launcher: Option<String>,
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Rollout worker processes (--launcher procs)", "cluster.rollout_workers"))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Rollout workers (--launcher procs or slurm)", "cluster.rollout_workers"))]
     pub rollout_workers: Option<i64>,
     #[arg(long, help = key_help("Continue the run in --out from its last checkpoint, with the same settings", "trainer.resume"))]
     pub resume: bool,

@@ -24,14 +24,23 @@ pub struct Worker {
     /// This worker's number (heartbeat `dist/workers/w{N}.json`; claims carry it).
     #[arg(long, default_value_t = 0)]
     pub worker_id: u32,
+    /// Wait up to this many seconds for the trainer to publish the run (its config.toml and
+    /// dist/index.json) before giving up; a Slurm worker starts while its trainer loads.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait_for_trainer: u64,
 }
 
 impl Worker {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config_path = self.run_dir.join("config.toml");
+        let index_path = Layout::of(&self.run_dir).index();
+        let t0 = std::time::Instant::now();
+        while !(config_path.is_file() && index_path.is_file()) && t0.elapsed().as_secs() < self.wait_for_trainer {
+            std::thread::sleep(Duration::from_millis(500));
+        }
         if !config_path.is_file() {
             return Err(crate::usage!(
-                "{}: no such file; point arl worker at the run folder of a run started with --launcher procs",
+                "{}: no such file; point arl worker at the run folder of a run started with --launcher procs or slurm",
                 config_path.display()
             ));
         }
@@ -74,7 +83,8 @@ impl Worker {
             policy.map(|p| Box::new(p) as Box<dyn Policy>).map_err(|e| e.to_string())
         };
         let beat_every = Duration::from_secs_f64((config.cluster.lease_timeout_s / 5.0).clamp(0.05, 5.0));
-        let opts = WorkerOptions { worker: self.worker_id, beat_every, fault };
+        let idle_timeout = Duration::from_secs_f64(config.cluster.worker_idle_timeout_s);
+        let opts = WorkerOptions { worker: self.worker_id, beat_every, fault, idle_timeout };
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
         };

@@ -3,10 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
-use super::{Claim, Heartbeat, Index, Issued, Layout, PROTOCOL, read_json, write_atomic};
+use super::{Claim, Heartbeat, Index, Issued, Layout, PROTOCOL, TrainerBeat, read_json, write_atomic};
 use crate::config::ClusterConfig;
 use crate::policy::{Policy, TrainablePolicy};
 use crate::train::TrainError;
@@ -33,6 +35,8 @@ pub struct Coordinator {
     lost: BTreeSet<u32>,
     faults: Faults,
     watch: Option<Watch>,
+    /// Ends the trainer's heartbeat thread.
+    beating: Arc<AtomicBool>,
 }
 
 impl Coordinator {
@@ -61,8 +65,20 @@ impl Coordinator {
             lost: BTreeSet::new(),
             faults: Faults::default(),
             watch: None,
+            beating: Arc::new(AtomicBool::new(true)),
         };
         me.write_index()?;
+        // The trainer's heartbeat, also while it updates, evaluates or checkpoints.
+        let (path, beating) = (me.layout.trainer(), me.beating.clone());
+        let every = Duration::from_secs_f64((cluster.worker_idle_timeout_s / 10.0).clamp(0.05, 5.0));
+        let mut beat = TrainerBeat { incarnation: incarnation.to_string(), beat: 0 };
+        std::thread::spawn(move || {
+            while beating.load(Ordering::SeqCst) {
+                beat.beat += 1;
+                let _ = write_atomic(&path, &serde_json::to_vec(&beat).expect("a heartbeat serializes"));
+                std::thread::sleep(every);
+            }
+        });
         Ok(me)
     }
 
@@ -87,7 +103,7 @@ impl Coordinator {
     /// The first result of any attempt of `issued` so far.
     fn result_of(&self, issued: &Issued) -> Result<Option<RoundResult>, TrainError> {
         for attempt in 0..=issued.attempt {
-            let path = self.layout.result(issued.round.id, attempt);
+            let path = self.layout.result(&self.index.incarnation, issued.round.id, attempt);
             match std::fs::read(&path) {
                 Ok(bytes) => {
                     let r = wire::decode(&bytes).map_err(|e| TrainError::Other(format!("{}: {e}", path.display())))?;
@@ -127,7 +143,7 @@ impl Coordinator {
         for &i in pending {
             let (id, attempt) = (self.index.rounds[i].round.id, self.index.rounds[i].attempt);
             // A claim is created empty and then filled: unreadable for a moment.
-            let Some(claim) = read_json::<Claim>(&self.layout.claim(id, attempt)).ok().flatten() else { continue };
+            let Some(claim) = read_json::<Claim>(&self.layout.claim(&self.index.incarnation, id, attempt)).ok().flatten() else { continue };
             if !self.stale(claim.worker)? {
                 continue;
             }
@@ -240,7 +256,8 @@ impl RolloutExecutor for Coordinator {
         self.write_index()?;
         for issued in &collected {
             for attempt in 0..=issued.attempt {
-                for path in [self.layout.claim(issued.round.id, attempt), self.layout.result(issued.round.id, attempt)] {
+                let inc = &self.index.incarnation;
+                for path in [self.layout.claim(inc, issued.round.id, attempt), self.layout.result(inc, issued.round.id, attempt)] {
                     match std::fs::remove_file(&path) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(TrainError::File { path, error: e }),
                         _ => {}
@@ -258,6 +275,7 @@ impl RolloutExecutor for Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
+        self.beating.store(false, Ordering::SeqCst);
         let _ = self.stop();
     }
 }
@@ -300,7 +318,7 @@ mod tests {
     }
 
     fn claim(layout: &Layout, round: u64, attempt: u32, worker: u32) -> bool {
-        try_claim(&layout.claim(round, attempt), &Claim { worker, pid: 0, host: "h".into() }).unwrap()
+        try_claim(&layout.claim("test", round, attempt), &Claim { worker, pid: 0, host: "h".into() }).unwrap()
     }
 
     #[test]
@@ -340,7 +358,7 @@ mod tests {
                     }
                     _ => {
                         let result = RoundResult { protocol: PROTOCOL, worker: 3, round: r.round.clone(), outcome: Ok(late.clone()) };
-                        write_atomic(&w.result(r.round.id, 0), &wire::encode(&result)).unwrap();
+                        write_atomic(&w.result("test", r.round.id, 0), &wire::encode(&result)).unwrap();
                     }
                 }
             }
@@ -352,7 +370,7 @@ mod tests {
         assert!(polls.load(Ordering::SeqCst) > 1);
         // Collected: the round left the index, and its files the folder.
         assert!(issued(&layout).is_empty());
-        assert!(!layout.result(0, 0).exists() && !layout.claim(0, 0).exists());
+        assert!(!layout.result("test", 0, 0).exists() && !layout.claim("test", 0, 0).exists());
 
         // A result for another spec than the one issued stops the run.
         let other = RoundSpec { id: 1, seed: 10, ..spec };
@@ -361,7 +379,7 @@ mod tests {
             for r in issued(&w) {
                 let wrong = RoundSpec { seed: 11, ..r.round.clone() };
                 let result = RoundResult { protocol: PROTOCOL, worker: 4, round: wrong, outcome: Ok(RoundOutput::default()) };
-                write_atomic(&w.result(r.round.id, r.attempt), &wire::encode(&result)).unwrap();
+                write_atomic(&w.result("test", r.round.id, r.attempt), &wire::encode(&result)).unwrap();
             }
             Ok(())
         }));

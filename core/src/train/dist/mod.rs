@@ -8,9 +8,13 @@
 //! Files under `<output.dir>/dist/` ([`Layout`]):
 //! - `index.json`: the rounds issued and not yet collected, each with its attempt; written only
 //!   by the trainer, with its incarnation and arl version;
-//! - `claims/r{id}.a{attempt}`: the worker that took that attempt of a round;
+//! - `claims/{incarnation}.r{id}.a{attempt}`: the worker that took that attempt of a round
+//!   (names carry the trainer's incarnation, so a worker still busy with a round of a trainer
+//!   that died never takes or answers a round of the one that resumed);
 //! - `workers/w{N}.json`: worker N's heartbeat (a counter it moves while alive);
-//! - `results/r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]); a round's
+//! - `trainer.json`: the trainer's heartbeat; a worker whose trainer's has not moved for
+//!   `cluster.worker_idle_timeout_s` exits (the trainer died without `STOP`);
+//! - `results/{incarnation}.r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]); a round's
 //!   claims and results are deleted once the trainer has collected it;
 //! - `weights/v{N}/`: the weights after N steps ([`TrainablePolicy::save`](crate::policy::TrainablePolicy::save):
 //!   LoRA's adapter only), pruned once no issued round names them;
@@ -52,14 +56,17 @@ impl Layout {
     pub fn index(&self) -> PathBuf {
         self.root.join("index.json")
     }
+    pub fn trainer(&self) -> PathBuf {
+        self.root.join("trainer.json")
+    }
     pub fn stop(&self) -> PathBuf {
         self.root.join("STOP")
     }
-    pub fn claim(&self, round: u64, attempt: u32) -> PathBuf {
-        self.root.join("claims").join(format!("r{round}.a{attempt}"))
+    pub fn claim(&self, incarnation: &str, round: u64, attempt: u32) -> PathBuf {
+        self.root.join("claims").join(format!("{incarnation}.r{round}.a{attempt}"))
     }
-    pub fn result(&self, round: u64, attempt: u32) -> PathBuf {
-        self.root.join("results").join(format!("r{round}.a{attempt}.cbor"))
+    pub fn result(&self, incarnation: &str, round: u64, attempt: u32) -> PathBuf {
+        self.root.join("results").join(format!("{incarnation}.r{round}.a{attempt}.cbor"))
     }
     pub fn heartbeat(&self, worker: u32) -> PathBuf {
         self.root.join("workers").join(format!("w{worker}.json"))
@@ -97,7 +104,7 @@ pub struct Issued {
     pub attempt: u32,
 }
 
-/// Who holds a claim (`claims/r{id}.a{attempt}`).
+/// Who holds a claim (`claims/{incarnation}.r{id}.a{attempt}`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
     pub worker: u32,
@@ -118,6 +125,13 @@ pub struct Heartbeat {
     pub version: Option<u32>,
 }
 
+/// The trainer's heartbeat (`trainer.json`), moved by a thread of its own while it lives.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainerBeat {
+    pub incarnation: String,
+    pub beat: u64,
+}
+
 /// Write `bytes` to `path` atomically: a temporary file beside it, then a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
@@ -126,7 +140,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
     std::fs::rename(&tmp, path).map_err(TrainError::at(path))
 }
 
-/// Take `path` if nobody has (`O_CREAT|O_EXCL`), writing `claim` into it. `Ok(false)`: taken.
+/// Take `path` if nobody has (`O_CREAT|O_EXCL`), writing `claim` into it. `Ok(false)`: taken,
+/// or its folder is gone (a new trainer incarnation is recreating `dist/`).
 pub fn try_claim(path: &Path, claim: &Claim) -> Result<bool, TrainError> {
     match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(mut f) => {
@@ -134,7 +149,7 @@ pub fn try_claim(path: &Path, claim: &Claim) -> Result<bool, TrainError> {
             f.write_all(&text).map_err(TrainError::at(path))?;
             Ok(true)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotFound) => Ok(false),
         Err(e) => Err(TrainError::File { path: path.to_path_buf(), error: e }),
     }
 }
@@ -165,11 +180,12 @@ mod tests {
         let layout = Layout { root: dir.clone() };
         layout.create().unwrap();
         let claim = Claim { worker: 1, pid: 2, host: "h".into() };
-        let path = layout.claim(3, 0);
+        let path = layout.claim("i", 3, 0);
         assert!(try_claim(&path, &claim).unwrap());
         assert!(!try_claim(&path, &Claim { worker: 2, ..claim.clone() }).unwrap());
         assert_eq!(read_json::<Claim>(&path).unwrap(), Some(claim));
-        assert_eq!(read_json::<Claim>(&layout.claim(3, 1)).unwrap(), None);
+        assert_eq!(read_json::<Claim>(&layout.claim("i", 3, 1)).unwrap(), None);
+        assert_eq!(read_json::<Claim>(&layout.claim("j", 3, 0)).unwrap(), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
-use super::{Claim, Heartbeat, Index, Layout, PROTOCOL, read_json, try_claim, write_atomic};
+use super::{Claim, Heartbeat, Index, Layout, PROTOCOL, TrainerBeat, read_json, try_claim, write_atomic};
 use crate::policy::Policy;
 use crate::train::TrainError;
 use crate::train::rounds::{RoundContext, run_round};
@@ -45,6 +45,8 @@ pub struct WorkerOptions {
     /// Seconds between heartbeats (well under `cluster.lease_timeout_s`).
     pub beat_every: Duration,
     pub fault: Option<Fault>,
+    /// Exit when the trainer's heartbeat has not moved for this long between rounds.
+    pub idle_timeout: Duration,
 }
 
 /// Loads the weights published in a `weights/v{N}` folder as a sampler.
@@ -100,9 +102,23 @@ fn rounds(
     };
     let me = Claim { worker: opts.worker, pid: std::process::id(), host: super::host_name() };
     let mut loaded: Option<(String, u32, Box<dyn Policy>)> = None;
+    // The trainer's last beat seen and when it moved (this process's clock).
+    let mut trainer: (Option<TrainerBeat>, Instant) = (None, Instant::now());
     loop {
         if layout.stop().exists() {
             log(&format!("w{}: the trainer ended the run", opts.worker));
+            return Ok(());
+        }
+        let beat = read_json::<TrainerBeat>(&layout.trainer()).ok().flatten();
+        if beat != trainer.0 {
+            trainer = (beat, Instant::now());
+        } else if trainer.1.elapsed() > opts.idle_timeout {
+            log(&format!(
+                "w{}: the trainer's heartbeat ({}) has not moved for {:.0} s (cluster.worker_idle_timeout_s): it died without ending the run; exiting",
+                opts.worker,
+                layout.trainer().display(),
+                opts.idle_timeout.as_secs_f64()
+            ));
             return Ok(());
         }
         let Some(index) = read_json::<Index>(&layout.index())? else {
@@ -121,10 +137,10 @@ fn rounds(
         let mut claimed = None;
         for issued in &index.rounds {
             let (id, attempt) = (issued.round.id, issued.attempt);
-            if layout.result(id, attempt).exists() {
+            if layout.result(&index.incarnation, id, attempt).exists() {
                 continue;
             }
-            if try_claim(&layout.claim(id, attempt), &me)? {
+            if try_claim(&layout.claim(&index.incarnation, id, attempt), &me)? {
                 claimed = Some(issued.clone());
                 break;
             }
@@ -163,7 +179,7 @@ fn rounds(
                     if still {
                         let outcome = Err(format!("loading weights {}: {message}", dir.display()));
                         let result = RoundResult { protocol: PROTOCOL, worker: opts.worker, round, outcome };
-                        write_atomic(&layout.result(result.round.id, attempt), &wire::encode(&result))?;
+                        write_atomic(&layout.result(&index.incarnation, result.round.id, attempt), &wire::encode(&result))?;
                     }
                     continue;
                 }
@@ -176,7 +192,14 @@ fn rounds(
             log(&format!("w{}: round {} failed: {message}", opts.worker, round.id));
         }
         let result = RoundResult { protocol: PROTOCOL, worker: opts.worker, round, outcome };
-        write_atomic(&layout.result(result.round.id, attempt), &wire::encode(&result))?;
+        if let Err(e) = write_atomic(&layout.result(&index.incarnation, result.round.id, attempt), &wire::encode(&result)) {
+            // The trainer that issued it is gone and a new one is recreating `dist/`: nobody
+            // waits for this result.
+            if read_json::<Index>(&layout.index()).ok().flatten().is_some_and(|i| i.incarnation == index.incarnation) {
+                return Err(e);
+            }
+            log(&format!("w{}: round {} belongs to an ended trainer incarnation; dropped", opts.worker, result.round.id));
+        }
         set(None, Some(*version));
     }
 }
