@@ -216,6 +216,19 @@ impl<B: Backend> MergedLinear<B> {
             .collect()
     }
 
+    /// Where each op is a launch and no part has an adapter, the whole `[tokens, Σ out]`
+    /// product (one GEMM and the bias), for a caller that reads the parts as columns itself.
+    pub fn forward_whole(&self, x: Tensor<B, 2>) -> Option<Tensor<B, 2>> {
+        if computes_on_host::<B>(&x.device()) || self.loras.iter().any(Option::is_some) {
+            return None;
+        }
+        let y = matmul(x, self.weight.val());
+        Some(match &self.bias {
+            Some(b) => y + b.val().unsqueeze_dim(0),
+            None => y,
+        })
+    }
+
     /// Fold each part's adapter into its columns (W + s·A B in f32, then W's dtype) and drop
     /// the adapters; the merged weight is a new leaf that keeps its trainability.
     pub fn merge_lora(&mut self) {
@@ -342,6 +355,10 @@ impl<B: Backend> RmsNorm<B> {
 pub struct Rope<B: Backend> {
     pub q: RopeTables<B>,
     pub k: RopeTables<B>,
+    /// The query tables then the key tables side by side, for one rotary over the query and
+    /// key heads of a merged projection; only where each op is a launch (built once per
+    /// forward pass, shared by every layer).
+    pub qk: Option<RopeTables<B>>,
 }
 
 /// `cos` and signed `sin`, `[B·T, heads·head_dim]`.
@@ -374,13 +391,19 @@ impl<B: Backend> Rope<B> {
             RopeTables { cos: cos.repeat_dim(1, heads), sin: sin.repeat_dim(1, heads), heads }
         };
         let scale = (d as f64).powf(-0.5) as f32;
-        Self { q: tables(c.num_attention_heads, Some(scale)), k: tables(c.num_key_value_heads, None) }
+        let (q, k) = (tables(c.num_attention_heads, Some(scale)), tables(c.num_key_value_heads, None));
+        let qk = (!composes_well::<B>(device)).then(|| RopeTables {
+            cos: Tensor::cat(vec![q.cos.clone(), k.cos.clone()], 1),
+            sin: Tensor::cat(vec![q.sin.clone(), k.sin.clone()], 1),
+            heads: q.heads + k.heads,
+        });
+        Self { q, k, qk }
     }
 
     /// The tables in the model's float type (HF computes them in f32, then casts to x's).
     pub fn in_dtype(self, dtype: DType) -> Self {
         let cast = |t: RopeTables<B>| RopeTables { cos: to_dtype(t.cos, dtype), sin: to_dtype(t.sin, dtype), heads: t.heads };
-        Self { q: cast(self.q), k: cast(self.k) }
+        Self { q: cast(self.q), k: cast(self.k), qk: self.qk.map(cast) }
     }
 }
 
@@ -537,10 +560,30 @@ impl<B: Backend> Attention<B> {
         // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv` (HF's
         // repeat_kv is a repeat_interleave), so the queries are `[B, nkv, T·rep, hd]`, rows
         // by position, then by r.
-        let [q, k, v]: [Tensor<B, 2>; 3] = self.qkv_proj.forward(x).try_into().expect("q, k, v");
-        let q = heads(q, nh, rep, &self.q_norm, Some(&rope.q)).reshape([batch, nkv, t * rep, hd]);
-        let k = heads(k, nkv, 1, &self.k_norm, Some(&rope.k));
-        let v = heads(v, nkv, 1, &None, None);
+        let whole = rope.qk.as_ref().and_then(|tables| Some((tables, self.qkv_proj.forward_whole(x.clone())?)));
+        let (q, k, v) = match whole {
+            // Off the CPU without adapters: the q and k heads side by side as the merged
+            // projection left them, normed in one pass and rotated in one pass.
+            Some((tables, y)) => {
+                let n = y.dims()[0];
+                let (wq, wk) = (nh * hd, nkv * hd);
+                let qk = y.clone().slice([0..n, 0..wq + wk]);
+                let qk = match (&self.q_norm, &self.k_norm) {
+                    (Some(qn), Some(kn)) => qk_norm(qn, kn, qk.reshape([n, nh + nkv, hd]), nh).reshape([n, wq + wk]),
+                    _ => qk,
+                };
+                let qk = tables.apply(qk);
+                let q = qk.clone().slice([0..n, 0..wq]).reshape([batch, t, nkv, rep * hd]).swap_dims(1, 2);
+                let k = qk.slice([0..n, wq..wq + wk]).reshape([batch, t, nkv, hd]).swap_dims(1, 2);
+                let v = y.slice([0..n, wq + wk..wq + 2 * wk]).reshape([batch, t, nkv, hd]).swap_dims(1, 2);
+                (q.reshape([batch, nkv, t * rep, hd]), k, v)
+            }
+            None => {
+                let [q, k, v]: [Tensor<B, 2>; 3] = self.qkv_proj.forward(x).try_into().expect("q, k, v");
+                let q = heads(q, nh, rep, &self.q_norm, Some(&rope.q)).reshape([batch, nkv, t * rep, hd]);
+                (q, heads(k, nkv, 1, &self.k_norm, Some(&rope.k)), heads(v, nkv, 1, &None, None))
+            }
+        };
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
@@ -570,6 +613,21 @@ impl<B: Backend> Attention<B> {
         let out = out.reshape([batch, nkv, t, rep * hd]).swap_dims(1, 2).reshape([batch * t, nh * hd]);
         self.o_proj.forward(out)
     }
+}
+
+/// Qwen3's q and k norms in one pass over `[tokens, nh + nkv, hd]` (the query heads, then the
+/// key heads): one set of statistics for every head, then q_norm's weight on the first `nh`
+/// heads and k_norm's on the rest — per head what [`RmsNorm::forward`] computes where each op
+/// is a launch.
+fn qk_norm<B: Backend>(q: &RmsNorm<B>, k: &RmsNorm<B>, x: Tensor<B, 3>, nh: usize) -> Tensor<B, 3> {
+    debug_assert_eq!(q.eps, k.eps);
+    let [_, heads, hd] = x.dims();
+    let dtype = x.dtype();
+    let x = to_f32(x);
+    let inv = x.clone().square().mean_dim(2).add_scalar(q.eps).powf_scalar(-0.5);
+    let w =
+        Tensor::cat(vec![q.weight.val().reshape([1, hd]).expand([nh, hd]), k.weight.val().reshape([1, hd]).expand([heads - nh, hd])], 0);
+    to_dtype(x * inv, dtype) * w.unsqueeze_dim(0)
 }
 
 /// `[1, T, L]`: query `i` (at key index `L − T + i`) sees keys `≤` its own index.
@@ -675,23 +733,28 @@ mod tests {
             assert_eq!(out.dims(), [2, c.hidden_size]);
             counts.push((names.len(), names));
         }
-        // f32: 4 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
-        // reshape, ·), 6 matmuls (q/k/v merged into one, gate/up into one: 9 before), their 5
-        // column slices, 2 rotaries of 6 (a flip of the halves, was a cat of two slices: 8), 4
-        // for the KV write and its views, softmax 5, silu 4 (was 9: burn's sigmoid is 8), the
-        // residual adds and the layout views. bf16 adds the casts HF makes: each norm's two,
-        // softmax's two, silu's two. (This backend composes as burn-cuda does; burn-flex and
-        // libtorch keep the cat, sqrt and 1/x, and burn's silu, which are cheaper there, and a
-        // GEMM per part of a merged projection.) Reshapes, dimension swaps and slices are
-        // views on burn-cubecl (a slice whose offsets meet the memory alignment, as the merged
-        // projections' parts do at these widths: burn-cubecl's `kernel/index/slice.rs`); the
-        // rest are launches.
+        // f32: 2 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
+        // reshape, ·), 6 matmuls (q/k/v merged into one, gate/up into one: 9 before), one
+        // q/k norm over the query and key heads together (the same 5 ops for the statistics,
+        // then both weights side by side: 2 reshapes, 2 expands, a cat and its unsqueeze, the
+        // product; was two norms of 7), one rotary over them together (a flip of the halves
+        // and its reshapes, two products and a sum; was two of 6), the merged projections'
+        // column slices, 4 for the KV write and its views, softmax 5, silu 4 (was 9: burn's
+        // sigmoid is 8), the residual adds and the layout views. bf16 adds the casts HF makes:
+        // each norm's two, softmax's two, silu's two. (This backend composes as burn-cuda does;
+        // burn-flex and libtorch keep the cat, sqrt and 1/x, burn's silu, separate q and k
+        // norms and rotaries, and a GEMM per part of a merged projection.) Reshapes, dimension
+        // swaps, expands and slices are views on burn-cubecl (a slice whose offsets meet the
+        // memory alignment, as the merged projections' parts do at these widths: burn-cubecl's
+        // `kernel/index/slice.rs`; an expand sets strides to 0: `ops/base.rs`); the rest are
+        // launches (a cat is two copies there).
         let got: Vec<usize> = counts.iter().map(|(n, _)| *n).collect();
-        assert_eq!(got, [83, 95], "ops of a decode layer in f32 and bf16: {counts:?}");
+        assert_eq!(got, [74, 84], "ops of a decode layer in f32 and bf16: {counts:?}");
         let count = |names: &Vec<String>, kinds: &[&str]| names.iter().filter(|n| kinds.iter().any(|k| n.contains(k))).count();
-        let launches: Vec<usize> = counts.iter().map(|(n, names)| n - count(names, &["Reshape", "SwapDims", "(Slice)"])).collect();
+        let launches: Vec<usize> =
+            counts.iter().map(|(n, names)| n - count(names, &["Reshape", "SwapDims", "(Slice)", "Expand"])).collect();
         let matmuls: Vec<usize> = counts.iter().map(|(_, names)| count(names, &["Matmul"])).collect();
-        assert_eq!((launches, matmuls), (vec![53, 65], vec![6, 6]), "launches and matmuls of a decode layer");
+        assert_eq!((launches, matmuls), (vec![44, 54], vec![6, 6]), "launches and matmuls of a decode layer");
     }
 
     /// A weight source whose values are distinct per name and index (biases non-zero).
@@ -791,6 +854,52 @@ mod tests {
             assert!(worst <= 1e-5, "{name}: max |Δ logit| {worst}");
             // Not 0: the recording backend did take the other compositions.
             assert!(worst > 0.0, "{name}: no difference at all from burn-flex's compositions");
+        }
+    }
+
+    /// Off the CPU, a layer without adapters norms and rotates its q and k heads in one pass
+    /// each; with adapters on q and k (B zero: they add nothing) it takes the per-part path.
+    /// Both give the same logits on the recording backend, Qwen3 (q/k norms, given different
+    /// weights: random presets' are all 1) and Llama shapes, prefill and a cached decode step.
+    /// (That the one-pass path is the one taken without adapters, the pinned op count shows.)
+    #[test]
+    fn one_pass_q_k_norm_and_rotary_equal_the_per_part_path() {
+        use crate::{KvCache, Qwen3};
+        use arl_core::config::LoraConfig;
+        use arl_optim::opcount::{self, Counting};
+        let _lock = opcount::lock();
+        let d = Default::default();
+        for name in ["tiny-vocab512", "llama-135m"] {
+            let preset = crate::presets::find(name).unwrap();
+            let mut config = preset.config();
+            config.num_hidden_layers = 2;
+            config.vocab_size = config.vocab_size.min(512);
+            let run = |model: &Qwen3<Counting>| -> Vec<f32> {
+                let mut kv = KvCache::with_capacity(2, 8);
+                let h =
+                    model.hidden(&[vec![3u32, 17, 42, 9], vec![5, 6, 7, 8]], &[vec![0, 1, 2, 3], vec![0, 1, 2, 3]], None, Some(&mut kv));
+                let mut out = model.head(h).into_data().to_vec::<f32>().unwrap();
+                let bias = Tensor::<Counting, 3>::zeros([2, 1, 5], &d);
+                let h = model.hidden(&[vec![11], vec![12]], &[vec![4], vec![4]], Some(bias), Some(&mut kv));
+                out.extend(model.head(h).into_data().to_vec::<f32>().unwrap());
+                out
+            };
+            let mut model = Qwen3::<Counting>::random(config, preset.seed, preset.init_std, &d);
+            for (i, layer) in model.layers.iter_mut().enumerate() {
+                let attn = &mut layer.self_attn;
+                for (j, norm) in [&mut attn.q_norm, &mut attn.k_norm].into_iter().flatten().enumerate() {
+                    let hd = norm.weight.dims()[0];
+                    let w: Vec<f32> = (0..hd).map(|c| 1.0 + ((c * 7 + i * 3 + j * 5) % 11) as f32 * 0.05 - 0.25).collect();
+                    norm.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(w, [hd]), &d));
+                }
+            }
+            let one_pass = run(&model);
+            let mut adapted = model;
+            let lora = LoraConfig { rank: 2, target_modules: vec!["q_proj".into(), "k_proj".into()], ..LoraConfig::default() };
+            adapted.attach_lora(&lora, 1).unwrap();
+            let per_part = run(&adapted);
+            let worst = one_pass.iter().zip(&per_part).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-6, "{name}: max |Δ logit| {worst}");
         }
     }
 
