@@ -68,10 +68,10 @@ fn grad_of<const D: usize>(p: &Param<Tensor<Dispatch, D>>, grads: &Grads) -> Vec
 }
 
 /// The gradient of an arl `[in, out]` weight in HF's `[out, in]` layout.
-fn transposed_grad(w: &Param<Tensor<Dispatch, 2>>, grads: &Grads) -> Vec<f32> {
-    let [d_in, d_out] = w.dims();
-    let g = grad_of(w, grads);
-    (0..d_out * d_in).map(|k| g[(k % d_in) * d_out + k / d_in]).collect()
+fn transposed_grad(w: &Param<Tensor<Dispatch, 2>>, grads: &Grads, cols: std::ops::Range<usize>) -> Vec<f32> {
+    let [d_in, width] = w.dims();
+    let (g, d_out) = (grad_of(w, grads), cols.len());
+    (0..d_out * d_in).map(|k| g[(k % d_in) * width + cols.start + k / d_in]).collect()
 }
 
 /// Every parameter's gradient under its HF name, linear weights transposed to HF's `[out, in]`.
@@ -79,9 +79,11 @@ fn hf_grads(model: &DispatchQwen3, grads: &Grads) -> BTreeMap<String, Vec<f32>> 
     let mut out = BTreeMap::new();
     out.insert("model.embed_tokens.weight".to_string(), grad_of(&model.embed_tokens, grads));
     for (name, _, linear) in model.linears() {
-        out.insert(format!("{name}.weight"), transposed_grad(&linear.weight, grads));
-        if let Some(b) = &linear.bias {
-            out.insert(format!("{name}.bias"), grad_of(b, grads));
+        // q/k/v and gate/up are columns of one merged weight (and bias).
+        let cols = linear.columns.clone();
+        out.insert(format!("{name}.weight"), transposed_grad(linear.merged, grads, cols.clone()));
+        if let Some(b) = linear.merged_bias {
+            out.insert(format!("{name}.bias"), grad_of(b, grads)[cols].to_vec());
         }
     }
     for (i, l) in model.layers.iter().enumerate() {
@@ -96,7 +98,7 @@ fn hf_grads(model: &DispatchQwen3, grads: &Grads) -> BTreeMap<String, Vec<f32>> 
     }
     out.insert("model.norm.weight".to_string(), grad_of(&model.norm.weight, grads));
     if let Some(w) = &model.lm_head {
-        out.insert("lm_head.weight".to_string(), transposed_grad(w, grads));
+        out.insert("lm_head.weight".to_string(), transposed_grad(w, grads, 0..w.dims()[1]));
     }
     out
 }

@@ -106,7 +106,7 @@ fn new_adapters_start_as_peft_initializes_them() {
     model.attach_lora(&LoraConfig { rank: 64, ..LoraConfig::default() }, 3).unwrap();
     for (module, fan_in) in [("q_proj", "64"), ("down_proj", "96")] {
         let layer = &model.layers[1];
-        let lora = if module == "q_proj" { &layer.self_attn.q_proj } else { &layer.mlp.down_proj }.lora.as_ref().unwrap();
+        let lora = if module == "q_proj" { &layer.self_attn.qkv_proj.loras[0] } else { &layer.mlp.down_proj.lora }.as_ref().unwrap();
         let (a, b) = lora.hf_data();
         let peft = &init[fan_in];
         let (bound, peft_max, peft_std) =
@@ -174,7 +174,7 @@ fn ce_step(p: &mut QwenTrainer, seq: &[u32], lr: f64) {
 
 fn base_weights(p: &QwenTrainer) -> Vec<f32> {
     let m = p.model();
-    let mut v = to_vec(m.layers[0].self_attn.q_proj.weight.val());
+    let mut v = to_vec(m.layers[0].self_attn.qkv_proj.part(0).weight);
     v.extend(to_vec(m.embed_tokens.val()));
     v
 }
@@ -236,11 +236,11 @@ fn a_bf16_base_trains_f32_adapters() {
     let mut p = QwenTrainer::load_setup(&base("qwen3-a"), &cpu(), OptimConfig::default(), &setup).unwrap();
     let m = p.model();
     assert_eq!(m.dtype(), burn::tensor::DType::BF16);
-    let lora = m.layers[0].self_attn.q_proj.lora.as_ref().unwrap();
+    let lora = m.layers[0].self_attn.qkv_proj.loras[0].as_ref().unwrap();
     assert_eq!((lora.a.val().dtype(), lora.b.val().dtype()), (burn::tensor::DType::F32, burn::tensor::DType::F32));
     let seq: Vec<u32> = (0..16u32).map(|i| (i * 13 + 2) % 300).collect();
     ce_step(&mut p, &seq, 1e-2);
-    let lora = p.model().layers[0].self_attn.q_proj.lora.as_ref().unwrap();
+    let lora = p.model().layers[0].self_attn.qkv_proj.loras[0].as_ref().unwrap();
     assert_eq!(lora.b.val().dtype(), burn::tensor::DType::F32, "still f32 after a step");
     assert!(to_vec(lora.b.val()).iter().any(|&x| x != 0.0), "B moved");
 }

@@ -338,7 +338,8 @@ fn scoring_on_an_autodiff_device_has_gradients() {
     let out = score::score(&model, &[vec![1, 2, 3, 4, 5]], Some(&[vec![3, 4]]), ScoreParams::default().with_entropy(true)).unwrap();
     let loss = out.logprobs.sum() + out.entropy.unwrap().sum();
     let grads = loss.backward();
-    let g = model.layers[0].self_attn.q_proj.weight.val().grad(&grads).expect("q_proj has a gradient");
+    let q = model.layers[0].self_attn.qkv_proj.part(0);
+    let g = q.merged.val().grad(&grads).expect("q_proj has a gradient").slice([0..q.weight.dims()[0], q.columns]);
     assert!(to_vec(g).iter().any(|x| *x != 0.0));
     let g = model.embed_tokens.val().grad(&grads).expect("embeddings have a gradient");
     assert!(to_vec(g).iter().any(|x| *x != 0.0));

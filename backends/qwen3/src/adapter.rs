@@ -157,7 +157,7 @@ impl<B: Backend> Qwen3<B> {
         let dropout = dropout.or(config.lora_dropout).unwrap_or(0.0);
         let scaling = LoraScaling { alpha, use_rslora: config.use_rslora, dropout };
         let device = self.device();
-        let mut linears: BTreeMap<String, &mut crate::layers::Linear<B>> =
+        let mut linears: BTreeMap<String, crate::layers::LinearMut<'_, B>> =
             self.linears_mut().into_iter().map(|(name, _, l)| (name, l)).collect();
         let (mut ranks, mut shorts) = (BTreeSet::new(), BTreeSet::new());
         let mut loaded = Vec::new();
@@ -172,7 +172,7 @@ impl<B: Backend> Qwen3<B> {
                     self_layers(&linears)
                 )));
             };
-            let [d_in, d_out] = linear.weight.dims();
+            let [d_in, d_out] = linear.dims;
             let (a, b) = (st.tensor(a_name).expect("listed"), st.tensor(b_name).expect("listed"));
             let r = a.shape().first().copied().unwrap_or(0);
             for (name, view, want) in [(a_name, &a, [r, d_in]), (b_name, &b, [d_out, r])] {
@@ -190,11 +190,11 @@ impl<B: Backend> Qwen3<B> {
             loaded.push((module.clone(), LoraAdapter::from_hf(&a, &b, [r, d_in, d_out], scaling, &device)));
         }
         for (_, linear) in linears.iter_mut() {
-            linear.lora = None;
+            *linear.lora = None;
         }
         let n = loaded.len();
         for (module, adapter) in loaded {
-            linears.get_mut(&module).expect("checked").lora = Some(adapter);
+            *linears.get_mut(&module).expect("checked").lora = Some(adapter);
         }
         Ok(AdapterInfo {
             dir: dir.to_path_buf(),

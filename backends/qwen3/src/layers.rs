@@ -105,6 +105,206 @@ impl<B: Backend> Linear<B> {
     }
 }
 
+/// Whether `device` computes in host memory (burn-flex, ndarray, libtorch on the CPU): there
+/// a launch costs nothing worth saving (`arl_optim`'s flat AdamW decides alike).
+fn computes_on_host<B: Backend>(device: &B::Device) -> bool {
+    let name = B::name(device);
+    ["flex", "ndarray", "libtorch<cpu>"].iter().any(|n| name.contains(n))
+}
+
+/// HF linear layers that read the same input — a layer's `q_proj`, `k_proj`, `v_proj`, or its
+/// `gate_proj`, `up_proj` — as one `[in, Σ out]` weight, concatenated at load (vLLM's
+/// `QKVParallelLinear` and `MergedColumnParallelLinear`). Each part keeps its HF name, its
+/// bias and its own LoRA adapter (PEFT adapts each module alone), and is saved in HF's layout.
+/// Where each op is a launch, one GEMM for all the parts, then a column slice per part; on a
+/// device computing in host memory one GEMM per part on a column view of the weight: the
+/// products of separate weights, bit for bit, at no copy.
+#[derive(Module, Debug)]
+pub struct MergedLinear<B: Backend> {
+    /// `[in, Σ out]`: the parts' `[in, out]` weights side by side, in order.
+    pub weight: Param<Tensor<B, 2>>,
+    /// `[Σ out]`, the parts' biases side by side.
+    pub bias: Option<Param<Tensor<B, 1>>>,
+    /// One per part.
+    pub loras: Vec<Option<LoraAdapter<B>>>,
+    /// Each part's output width, in order.
+    #[module(skip)]
+    pub outs: Vec<usize>,
+}
+
+impl<B: Backend> MergedLinear<B> {
+    /// Load HF `{prefix}.weight` (`[out, in]`) (and `{prefix}.bias`) of each `(prefix, out)`
+    /// into one `[in, Σ out]` weight, built in host memory part by part: no second copy on the
+    /// device.
+    pub fn load(
+        src: &mut dyn WeightSource,
+        parts: &[(String, usize)],
+        d_in: usize,
+        bias: bool,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        let total: usize = parts.iter().map(|(_, o)| o).sum();
+        let (mut w, mut b) = (vec![0.0; d_in * total], Vec::with_capacity(if bias { total } else { 0 }));
+        let mut col = 0;
+        for (prefix, d_out) in parts {
+            let part = src.get(&format!("{prefix}.weight"), &[*d_out, d_in])?;
+            for (r, row) in part.chunks_exact(d_in).enumerate() {
+                for (c, &x) in row.iter().enumerate() {
+                    w[c * total + col + r] = x;
+                }
+            }
+            if bias {
+                b.extend(src.get(&format!("{prefix}.bias"), &[*d_out])?);
+            }
+            col += d_out;
+        }
+        let bias = bias.then(|| param(b, [total], device));
+        let outs: Vec<usize> = parts.iter().map(|(_, o)| *o).collect();
+        Ok(Self { weight: param(w, [d_in, total], device), bias, loras: vec![None; outs.len()], outs })
+    }
+
+    /// Each part's columns of the weight.
+    pub fn ranges(&self) -> Vec<core::ops::Range<usize>> {
+        let mut start = 0;
+        self.outs
+            .iter()
+            .map(|&o| {
+                start += o;
+                start - o..start
+            })
+            .collect()
+    }
+
+    /// Part `i` as one HF linear layer: its `[in, out]` weight and bias (views of the merged
+    /// ones) and its adapter.
+    pub fn part(&self, i: usize) -> LinearRef<'_, B> {
+        let r = self.ranges()[i].clone();
+        let d_in = self.weight.dims()[0];
+        LinearRef {
+            weight: self.weight.val().slice([0..d_in, r.clone()]),
+            bias: self.bias.as_ref().map(|b| b.val().slice([r.clone()])),
+            lora: &self.loras[i],
+            merged: &self.weight,
+            merged_bias: self.bias.as_ref(),
+            columns: r,
+        }
+    }
+
+    /// The parts' outputs, `[tokens, out]` each, on `[tokens, in]` rows.
+    pub fn forward(&self, x: Tensor<B, 2>) -> Vec<Tensor<B, 2>> {
+        let n = x.dims()[0];
+        let w = self.weight.val();
+        let d_in = w.dims()[0];
+        let with_bias = |y: Tensor<B, 2>, b: Option<Tensor<B, 1>>| match b {
+            Some(b) => y + b.unsqueeze_dim(0),
+            None => y,
+        };
+        let ranges = self.ranges();
+        let bias = |r: &core::ops::Range<usize>| self.bias.as_ref().map(|b| b.val().slice([r.clone()]));
+        let ys: Vec<Tensor<B, 2>> = if computes_on_host::<B>(&x.device()) {
+            ranges.iter().map(|r| with_bias(matmul(x.clone(), w.clone().slice([0..d_in, r.clone()])), bias(r))).collect()
+        } else {
+            let y = with_bias(matmul(x.clone(), w), self.bias.as_ref().map(|b| b.val()));
+            ranges.iter().map(|r| y.clone().slice([0..n, r.clone()])).collect()
+        };
+        ys.into_iter()
+            .zip(&self.loras)
+            .map(|(y, lora)| match lora {
+                Some(l) => y + l.forward(x.clone()),
+                None => y,
+            })
+            .collect()
+    }
+
+    /// Where each op is a launch and no part has an adapter, the whole `[tokens, Σ out]`
+    /// product (one GEMM and the bias), for a caller that reads the parts as columns itself.
+    pub fn forward_whole(&self, x: Tensor<B, 2>) -> Option<Tensor<B, 2>> {
+        if computes_on_host::<B>(&x.device()) || self.loras.iter().any(Option::is_some) {
+            return None;
+        }
+        let y = matmul(x, self.weight.val());
+        Some(match &self.bias {
+            Some(b) => y + b.val().unsqueeze_dim(0),
+            None => y,
+        })
+    }
+
+    /// Fold each part's adapter into its columns (W + s·A B in f32, then W's dtype) and drop
+    /// the adapters; the merged weight is a new leaf that keeps its trainability.
+    pub fn merge_lora(&mut self) {
+        if self.loras.iter().all(Option::is_none) {
+            return;
+        }
+        let w = self.weight.val();
+        let (dtype, grad, d_in) = (w.dtype(), w.is_require_grad(), w.dims()[0]);
+        let mut merged = to_f32(w);
+        for (r, lora) in self.ranges().into_iter().zip(&mut self.loras) {
+            if let Some(lora) = lora.take() {
+                let part = merged.clone().slice([0..d_in, r.clone()]) + lora.delta();
+                merged = merged.slice_assign([0..d_in, r], part);
+            }
+        }
+        let merged = to_dtype(merged, dtype).detach();
+        self.weight = Param::from_tensor(if grad { merged.require_grad() } else { merged.set_require_grad(false) });
+    }
+}
+
+/// One HF linear layer of the model, wherever it is stored (a [`Linear`], or a part of a
+/// [`MergedLinear`]).
+pub struct LinearRef<'a, B: Backend> {
+    /// `[in, out]`.
+    pub weight: Tensor<B, 2>,
+    pub bias: Option<Tensor<B, 1>>,
+    pub lora: &'a Option<LoraAdapter<B>>,
+    /// The parameters that hold the weight and the bias, and the layer's columns in them (its
+    /// gradients are those columns of theirs).
+    pub merged: &'a Param<Tensor<B, 2>>,
+    pub merged_bias: Option<&'a Param<Tensor<B, 1>>>,
+    pub columns: core::ops::Range<usize>,
+}
+
+/// [`LinearRef`] for attaching and removing adapters: the weight's `[in, out]` and the slot.
+pub struct LinearMut<'a, B: Backend> {
+    pub dims: [usize; 2],
+    pub lora: &'a mut Option<LoraAdapter<B>>,
+}
+
+impl<B: Backend> Linear<B> {
+    pub fn as_ref(&self) -> LinearRef<'_, B> {
+        let d_out = self.weight.dims()[1];
+        LinearRef {
+            weight: self.weight.val(),
+            bias: self.bias.as_ref().map(|b| b.val()),
+            lora: &self.lora,
+            merged: &self.weight,
+            merged_bias: self.bias.as_ref(),
+            columns: 0..d_out,
+        }
+    }
+
+    pub fn as_mut(&mut self) -> LinearMut<'_, B> {
+        LinearMut { dims: self.weight.dims(), lora: &mut self.lora }
+    }
+
+    /// Fold the adapter into the weight (W + s·A B in f32, then W's dtype) and drop it; the
+    /// merged weight is a new leaf that keeps its trainability.
+    pub fn merge_lora(&mut self) {
+        if let Some(lora) = self.lora.take() {
+            let w = self.weight.val();
+            let (dtype, grad) = (w.dtype(), w.is_require_grad());
+            let merged = to_dtype(to_f32(w) + lora.delta(), dtype).detach();
+            self.weight = Param::from_tensor(if grad { merged.require_grad() } else { merged.set_require_grad(false) });
+        }
+    }
+}
+
+impl<B: Backend> MergedLinear<B> {
+    pub fn parts_mut(&mut self) -> Vec<LinearMut<'_, B>> {
+        let d_in = self.weight.dims()[0];
+        self.outs.iter().zip(&mut self.loras).map(|(&o, lora)| LinearMut { dims: [d_in, o], lora }).collect()
+    }
+}
+
 /// Row-major `[rows, cols]` → `[cols, rows]`.
 pub(crate) fn transpose(w: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; w.len()];
@@ -155,6 +355,10 @@ impl<B: Backend> RmsNorm<B> {
 pub struct Rope<B: Backend> {
     pub q: RopeTables<B>,
     pub k: RopeTables<B>,
+    /// The query tables then the key tables side by side, for one rotary over the query and
+    /// key heads of a merged projection; only where each op is a launch (built once per
+    /// forward pass, shared by every layer).
+    pub qk: Option<RopeTables<B>>,
 }
 
 /// `cos` and signed `sin`, `[B·T, heads·head_dim]`.
@@ -187,13 +391,19 @@ impl<B: Backend> Rope<B> {
             RopeTables { cos: cos.repeat_dim(1, heads), sin: sin.repeat_dim(1, heads), heads }
         };
         let scale = (d as f64).powf(-0.5) as f32;
-        Self { q: tables(c.num_attention_heads, Some(scale)), k: tables(c.num_key_value_heads, None) }
+        let (q, k) = (tables(c.num_attention_heads, Some(scale)), tables(c.num_key_value_heads, None));
+        let qk = (!composes_well::<B>(device)).then(|| RopeTables {
+            cos: Tensor::cat(vec![q.cos.clone(), k.cos.clone()], 1),
+            sin: Tensor::cat(vec![q.sin.clone(), k.sin.clone()], 1),
+            heads: q.heads + k.heads,
+        });
+        Self { q, k, qk }
     }
 
     /// The tables in the model's float type (HF computes them in f32, then casts to x's).
     pub fn in_dtype(self, dtype: DType) -> Self {
         let cast = |t: RopeTables<B>| RopeTables { cos: to_dtype(t.cos, dtype), sin: to_dtype(t.sin, dtype), heads: t.heads };
-        Self { q: cast(self.q), k: cast(self.k) }
+        Self { q: cast(self.q), k: cast(self.k), qk: self.qk.map(cast) }
     }
 }
 
@@ -286,9 +496,8 @@ fn assert_causal<B: Backend>(bias: &Tensor<B, 3>, past: usize) {
 
 #[derive(Module, Debug)]
 pub struct Attention<B: Backend> {
-    pub q_proj: Linear<B>,
-    pub k_proj: Linear<B>,
-    pub v_proj: Linear<B>,
+    /// HF's `q_proj`, `k_proj`, `v_proj`, merged.
+    pub qkv_proj: MergedLinear<B>,
     pub o_proj: Linear<B>,
     pub q_norm: Option<RmsNorm<B>>,
     pub k_norm: Option<RmsNorm<B>>,
@@ -305,9 +514,13 @@ impl<B: Backend> Attention<B> {
             if c.qk_norm { RmsNorm::load(src, &format!("{p}.{n}.weight"), hd, c.rms_norm_eps, device).map(Some) } else { Ok(None) }
         };
         Ok(Self {
-            q_proj: Linear::load(src, &format!("{p}.q_proj"), h, q, c.qkv_bias, device)?,
-            k_proj: Linear::load(src, &format!("{p}.k_proj"), h, kv, c.qkv_bias, device)?,
-            v_proj: Linear::load(src, &format!("{p}.v_proj"), h, kv, c.qkv_bias, device)?,
+            qkv_proj: MergedLinear::load(
+                src,
+                &[(format!("{p}.q_proj"), q), (format!("{p}.k_proj"), kv), (format!("{p}.v_proj"), kv)],
+                h,
+                c.qkv_bias,
+                device,
+            )?,
             o_proj: Linear::load(src, &format!("{p}.o_proj"), q, h, c.o_bias, device)?,
             q_norm: norm(src, "q_norm")?,
             k_norm: norm(src, "k_norm")?,
@@ -347,9 +560,30 @@ impl<B: Backend> Attention<B> {
         // GQA without copying K/V: query heads h = kv·rep + r share kv head `kv` (HF's
         // repeat_kv is a repeat_interleave), so the queries are `[B, nkv, T·rep, hd]`, rows
         // by position, then by r.
-        let q = heads(self.q_proj.forward(x.clone()), nh, rep, &self.q_norm, Some(&rope.q)).reshape([batch, nkv, t * rep, hd]);
-        let k = heads(self.k_proj.forward(x.clone()), nkv, 1, &self.k_norm, Some(&rope.k));
-        let v = heads(self.v_proj.forward(x), nkv, 1, &None, None);
+        let whole = rope.qk.as_ref().and_then(|tables| Some((tables, self.qkv_proj.forward_whole(x.clone())?)));
+        let (q, k, v) = match whole {
+            // Off the CPU without adapters: the q and k heads side by side as the merged
+            // projection left them, normed in one pass and rotated in one pass.
+            Some((tables, y)) => {
+                let n = y.dims()[0];
+                let (wq, wk) = (nh * hd, nkv * hd);
+                let qk = y.clone().slice([0..n, 0..wq + wk]);
+                let qk = match (&self.q_norm, &self.k_norm) {
+                    (Some(qn), Some(kn)) => qk_norm(qn, kn, qk.reshape([n, nh + nkv, hd]), nh).reshape([n, wq + wk]),
+                    _ => qk,
+                };
+                let qk = tables.apply(qk);
+                let q = qk.clone().slice([0..n, 0..wq]).reshape([batch, t, nkv, rep * hd]).swap_dims(1, 2);
+                let k = qk.slice([0..n, wq..wq + wk]).reshape([batch, t, nkv, hd]).swap_dims(1, 2);
+                let v = y.slice([0..n, wq + wk..wq + 2 * wk]).reshape([batch, t, nkv, hd]).swap_dims(1, 2);
+                (q.reshape([batch, nkv, t * rep, hd]), k, v)
+            }
+            None => {
+                let [q, k, v]: [Tensor<B, 2>; 3] = self.qkv_proj.forward(x).try_into().expect("q, k, v");
+                let q = heads(q, nh, rep, &self.q_norm, Some(&rope.q)).reshape([batch, nkv, t * rep, hd]);
+                (q, heads(k, nkv, 1, &self.k_norm, Some(&rope.k)), heads(v, nkv, 1, &None, None))
+            }
+        };
         let (k, v) = match cache {
             Some(cache) => cache.append(k, v),
             None => (k, v),
@@ -381,6 +615,21 @@ impl<B: Backend> Attention<B> {
     }
 }
 
+/// Qwen3's q and k norms in one pass over `[tokens, nh + nkv, hd]` (the query heads, then the
+/// key heads): one set of statistics for every head, then q_norm's weight on the first `nh`
+/// heads and k_norm's on the rest — per head what [`RmsNorm::forward`] computes where each op
+/// is a launch.
+fn qk_norm<B: Backend>(q: &RmsNorm<B>, k: &RmsNorm<B>, x: Tensor<B, 3>, nh: usize) -> Tensor<B, 3> {
+    debug_assert_eq!(q.eps, k.eps);
+    let [_, heads, hd] = x.dims();
+    let dtype = x.dtype();
+    let x = to_f32(x);
+    let inv = x.clone().square().mean_dim(2).add_scalar(q.eps).powf_scalar(-0.5);
+    let w =
+        Tensor::cat(vec![q.weight.val().reshape([1, hd]).expand([nh, hd]), k.weight.val().reshape([1, hd]).expand([heads - nh, hd])], 0);
+    to_dtype(x * inv, dtype) * w.unsqueeze_dim(0)
+}
+
 /// `[1, T, L]`: query `i` (at key index `L − T + i`) sees keys `≤` its own index.
 pub fn causal_bias<B: Backend>(t: usize, l: usize, device: &B::Device) -> Tensor<B, 3> {
     let past = l - t;
@@ -390,8 +639,8 @@ pub fn causal_bias<B: Backend>(t: usize, l: usize, device: &B::Device) -> Tensor
 
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
-    pub gate_proj: Linear<B>,
-    pub up_proj: Linear<B>,
+    /// HF's `gate_proj`, `up_proj`, merged.
+    pub gate_up_proj: MergedLinear<B>,
     pub down_proj: Linear<B>,
 }
 
@@ -399,14 +648,14 @@ impl<B: Backend> Mlp<B> {
     pub fn load(src: &mut dyn WeightSource, p: &str, c: &ModelConfig, device: &B::Device) -> Result<Self, ModelError> {
         let (h, i, b) = (c.hidden_size, c.intermediate_size, c.mlp_bias);
         Ok(Self {
-            gate_proj: Linear::load(src, &format!("{p}.gate_proj"), h, i, b, device)?,
-            up_proj: Linear::load(src, &format!("{p}.up_proj"), h, i, b, device)?,
+            gate_up_proj: MergedLinear::load(src, &[(format!("{p}.gate_proj"), i), (format!("{p}.up_proj"), i)], h, b, device)?,
             down_proj: Linear::load(src, &format!("{p}.down_proj"), i, h, b, device)?,
         })
     }
 
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        self.down_proj.forward(silu(self.gate_proj.forward(x.clone())) * self.up_proj.forward(x))
+        let [gate, up]: [Tensor<B, 2>; 2] = self.gate_up_proj.forward(x).try_into().expect("gate, up");
+        self.down_proj.forward(silu(gate) * up)
     }
 }
 
@@ -484,15 +733,89 @@ mod tests {
             assert_eq!(out.dims(), [2, c.hidden_size]);
             counts.push((names.len(), names));
         }
-        // f32: 4 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
-        // reshape, ·), 7
-        // matmuls, 2 rotaries of 6 (a flip of the halves, was a cat of two slices: 8), 4 for
-        // the KV write and its views, softmax 5, silu 4 (was 9: burn's sigmoid is 8), the
-        // residual adds and the layout views. bf16 adds the casts HF makes: each norm's two,
-        // softmax's two, silu's two. (This backend composes as burn-cuda does; burn-flex and
-        // libtorch keep the cat, sqrt and 1/x, and burn's silu, which are cheaper there.)
+        // f32: 2 RMSNorms of 7 (square, mean, +ε, x^−½ (was sqrt, 1/x), ·, the weight's
+        // reshape, ·), 6 matmuls (q/k/v merged into one, gate/up into one: 9 before), one
+        // q/k norm over the query and key heads together (the same 5 ops for the statistics,
+        // then both weights side by side: 2 reshapes, 2 expands, a cat and its unsqueeze, the
+        // product; was two norms of 7), one rotary over them together (a flip of the halves
+        // and its reshapes, two products and a sum; was two of 6), the merged projections'
+        // column slices, 4 for the KV write and its views, softmax 5, silu 4 (was 9: burn's
+        // sigmoid is 8), the residual adds and the layout views. bf16 adds the casts HF makes:
+        // each norm's two, softmax's two, silu's two. (This backend composes as burn-cuda does;
+        // burn-flex and libtorch keep the cat, sqrt and 1/x, burn's silu, separate q and k
+        // norms and rotaries, and a GEMM per part of a merged projection.) Reshapes, dimension
+        // swaps, expands and slices are views on burn-cubecl (a slice whose offsets meet the
+        // memory alignment, as the merged projections' parts do at these widths: burn-cubecl's
+        // `kernel/index/slice.rs`; an expand sets strides to 0: `ops/base.rs`); the rest are
+        // launches (a cat is two copies there).
         let got: Vec<usize> = counts.iter().map(|(n, _)| *n).collect();
-        assert_eq!(got, [81, 93], "ops of a decode layer in f32 and bf16: {counts:?}");
+        assert_eq!(got, [74, 84], "ops of a decode layer in f32 and bf16: {counts:?}");
+        let count = |names: &Vec<String>, kinds: &[&str]| names.iter().filter(|n| kinds.iter().any(|k| n.contains(k))).count();
+        let launches: Vec<usize> =
+            counts.iter().map(|(n, names)| n - count(names, &["Reshape", "SwapDims", "(Slice)", "Expand"])).collect();
+        let matmuls: Vec<usize> = counts.iter().map(|(_, names)| count(names, &["Matmul"])).collect();
+        assert_eq!((launches, matmuls), (vec![44, 54], vec![6, 6]), "launches and matmuls of a decode layer");
+    }
+
+    /// A weight source whose values are distinct per name and index (biases non-zero).
+    struct Distinct;
+
+    impl crate::weights::WeightSource for Distinct {
+        fn get(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, crate::ModelError> {
+            let salt = arl_core::rng::fnv1a(name.as_bytes()) % 97;
+            Ok((0..shape.iter().product::<usize>()).map(|i| ((i as u64 * 31 + salt) % 53) as f32 / 53.0 - 0.5).collect())
+        }
+
+        fn has(&self, _: &str) -> bool {
+            true
+        }
+    }
+
+    /// A merged projection is its HF parts: each part's weight and bias are the HF tensors it
+    /// was loaded from (transposed), and its outputs, LoRA included, are the separate layers'
+    /// — bit for bit on burn-flex (a GEMM per part on a column view), within f32 rounding on
+    /// the recording backend, which takes one GEMM for all the parts as burn-cuda does.
+    #[test]
+    fn a_merged_projection_is_its_parts() {
+        use crate::layers::{Linear, MergedLinear};
+        use crate::lora::{LoraAdapter, LoraScaling};
+        use arl_optim::opcount::{self, Counting};
+        use burn::tensor::backend::Backend;
+        let _lock = opcount::lock();
+        fn run<B: Backend>(d: &B::Device) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
+            let (d_in, outs) = (5, [("p.a", 6), ("p.b", 4), ("p.c", 3)]);
+            let parts: Vec<(String, usize)> = outs.iter().map(|(n, o)| (n.to_string(), *o)).collect();
+            let mut merged = MergedLinear::<B>::load(&mut Distinct, &parts, d_in, true, d).unwrap();
+            let mut single: Vec<Linear<B>> = outs.iter().map(|(n, o)| Linear::load(&mut Distinct, n, d_in, *o, true, d).unwrap()).collect();
+            // An adapter on the second part only, the same on both sides.
+            let a: Vec<f32> = (0..2 * d_in).map(|i| i as f32 * 0.1 - 0.3).collect();
+            let b: Vec<f32> = (0..4 * 2).map(|i| 0.2 - i as f32 * 0.05).collect();
+            let scaling = LoraScaling { alpha: 4.0, use_rslora: false, dropout: 0.0 };
+            let lora = LoraAdapter::from_hf(&a, &b, [2, d_in, 4], scaling, d);
+            (merged.loras[1], single[1].lora) = (Some(lora.clone()), Some(lora));
+            let host = |t: Tensor<B, 2>| t.into_data().convert::<f32>().to_vec::<f32>().unwrap();
+            for (i, l) in single.iter().enumerate() {
+                let part = merged.part(i);
+                assert_eq!(host(part.weight), host(l.weight.val()), "part {i}'s weight");
+                let bias = |b: Option<Tensor<B, 1>>| b.unwrap().into_data().to_vec::<f32>().unwrap();
+                assert_eq!(bias(part.bias), bias(l.bias.as_ref().map(|b| b.val())), "part {i}'s bias");
+            }
+            let x: Vec<f32> = (0..3 * d_in).map(|i| (i as f32 * 0.37).sin()).collect();
+            let x = Tensor::<B, 2>::from_data(TensorData::new(x, [3, d_in]), d);
+            let want: Vec<Vec<f32>> = single.iter().map(|l| host(l.forward(x.clone()))).collect();
+            opcount::take();
+            let got: Vec<Vec<f32>> = merged.forward(x).into_iter().map(host).collect();
+            let matmuls = opcount::names(&opcount::take()).iter().filter(|n| n.contains("Matmul")).count();
+            (got, want, matmuls)
+        }
+        let (got, want, _) = run::<Dispatch>(&crate::cpu());
+        assert_eq!(got, want, "burn-flex: the separate layers' outputs, bit for bit");
+        let (got, want, matmuls) = run::<Counting>(&Default::default());
+        assert_eq!(matmuls, 1 + 2, "one GEMM for the three parts, two for the adapter");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.len(), w.len());
+            assert!(g.iter().zip(w).all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1.0)), "{g:?} vs {w:?}");
+        }
     }
 
     /// The compositions taken where each op is a launch (rotary by a flip, rsqrt by `powf`,
@@ -531,6 +854,52 @@ mod tests {
             assert!(worst <= 1e-5, "{name}: max |Δ logit| {worst}");
             // Not 0: the recording backend did take the other compositions.
             assert!(worst > 0.0, "{name}: no difference at all from burn-flex's compositions");
+        }
+    }
+
+    /// Off the CPU, a layer without adapters norms and rotates its q and k heads in one pass
+    /// each; with adapters on q and k (B zero: they add nothing) it takes the per-part path.
+    /// Both give the same logits on the recording backend, Qwen3 (q/k norms, given different
+    /// weights: random presets' are all 1) and Llama shapes, prefill and a cached decode step.
+    /// (That the one-pass path is the one taken without adapters, the pinned op count shows.)
+    #[test]
+    fn one_pass_q_k_norm_and_rotary_equal_the_per_part_path() {
+        use crate::{KvCache, Qwen3};
+        use arl_core::config::LoraConfig;
+        use arl_optim::opcount::{self, Counting};
+        let _lock = opcount::lock();
+        let d = Default::default();
+        for name in ["tiny-vocab512", "llama-135m"] {
+            let preset = crate::presets::find(name).unwrap();
+            let mut config = preset.config();
+            config.num_hidden_layers = 2;
+            config.vocab_size = config.vocab_size.min(512);
+            let run = |model: &Qwen3<Counting>| -> Vec<f32> {
+                let mut kv = KvCache::with_capacity(2, 8);
+                let h =
+                    model.hidden(&[vec![3u32, 17, 42, 9], vec![5, 6, 7, 8]], &[vec![0, 1, 2, 3], vec![0, 1, 2, 3]], None, Some(&mut kv));
+                let mut out = model.head(h).into_data().to_vec::<f32>().unwrap();
+                let bias = Tensor::<Counting, 3>::zeros([2, 1, 5], &d);
+                let h = model.hidden(&[vec![11], vec![12]], &[vec![4], vec![4]], Some(bias), Some(&mut kv));
+                out.extend(model.head(h).into_data().to_vec::<f32>().unwrap());
+                out
+            };
+            let mut model = Qwen3::<Counting>::random(config, preset.seed, preset.init_std, &d);
+            for (i, layer) in model.layers.iter_mut().enumerate() {
+                let attn = &mut layer.self_attn;
+                for (j, norm) in [&mut attn.q_norm, &mut attn.k_norm].into_iter().flatten().enumerate() {
+                    let hd = norm.weight.dims()[0];
+                    let w: Vec<f32> = (0..hd).map(|c| 1.0 + ((c * 7 + i * 3 + j * 5) % 11) as f32 * 0.05 - 0.25).collect();
+                    norm.weight = burn::module::Param::from_tensor(Tensor::from_data(TensorData::new(w, [hd]), &d));
+                }
+            }
+            let one_pass = run(&model);
+            let mut adapted = model;
+            let lora = LoraConfig { rank: 2, target_modules: vec!["q_proj".into(), "k_proj".into()], ..LoraConfig::default() };
+            adapted.attach_lora(&lora, 1).unwrap();
+            let per_part = run(&adapted);
+            let worst = one_pass.iter().zip(&per_part).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-6, "{name}: max |Δ logit| {worst}");
         }
     }
 

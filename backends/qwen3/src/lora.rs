@@ -136,8 +136,8 @@ impl<B: Backend> Qwen3<B> {
         let mut n = 0;
         for (name, short, linear) in self.linears_mut() {
             if config.target_modules.iter().any(|t| t == short) {
-                let [d_in, d_out] = linear.weight.dims();
-                linear.lora = Some(peft_init(&name, d_in, d_out, config, seed, &device));
+                let [d_in, d_out] = linear.dims;
+                *linear.lora = Some(peft_init(&name, d_in, d_out, config, seed, &device));
                 n += 1;
             }
         }
@@ -152,7 +152,7 @@ impl<B: Backend> Qwen3<B> {
     /// Remove every adapter, keeping the base weights as they are.
     pub fn without_lora(mut self) -> Self {
         for (_, _, linear) in self.linears_mut() {
-            linear.lora = None;
+            *linear.lora = None;
         }
         self
     }
@@ -161,13 +161,11 @@ impl<B: Backend> Qwen3<B> {
     /// the adapters: the merged model computes the same function without them. The merged
     /// weights are new leaves that keep their trainability.
     pub fn merge_lora(mut self) -> Self {
-        for (_, _, linear) in self.linears_mut() {
-            if let Some(lora) = linear.lora.take() {
-                let w = linear.weight.val();
-                let (dtype, grad) = (w.dtype(), w.is_require_grad());
-                let merged = to_dtype(crate::layers::to_f32(w) + lora.delta(), dtype).detach();
-                linear.weight = Param::from_tensor(if grad { merged.require_grad() } else { merged.set_require_grad(false) });
-            }
+        for layer in &mut self.layers {
+            layer.self_attn.qkv_proj.merge_lora();
+            layer.self_attn.o_proj.merge_lora();
+            layer.mlp.gate_up_proj.merge_lora();
+            layer.mlp.down_proj.merge_lora();
         }
         self
     }
@@ -213,7 +211,7 @@ mod tests {
         model.attach_lora(&LoraConfig { target_modules: vec!["q_proj".into(), "up_proj".into()], ..config(2) }, 1).unwrap();
         // A non-zero B, so the adapter changes the output.
         for (_, _, l) in model.linears_mut() {
-            if let Some(lora) = &mut l.lora {
+            if let Some(lora) = l.lora {
                 let [r, out] = lora.b.dims();
                 let data: Vec<f32> = (0..r * out).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.01).collect();
                 lora.b = Param::from_tensor(Tensor::<Dispatch, 2>::from_data(TensorData::new(data, [r, out]), &device));

@@ -11,7 +11,7 @@ use burn::tensor::{DType, Int, Tensor, TensorData};
 use crate::ModelError;
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
-use crate::layers::{AttentionMask, DecoderLayer, Linear, RmsNorm, Rope, matmul, param, to_f32, transpose};
+use crate::layers::{AttentionMask, DecoderLayer, LinearMut, LinearRef, RmsNorm, Rope, matmul, param, to_f32, transpose};
 use crate::weights::{Checkpoint, RandomInit, WeightSource, write_safetensors};
 
 #[derive(Module, Debug)]
@@ -126,31 +126,36 @@ impl<B: Backend> Qwen3<B> {
     }
 
     /// Every linear layer of the decoder: its HF module name (`model.layers.3.self_attn.q_proj`),
-    /// its short name (`q_proj`: what `lora.target_modules` names) and the layer, in a fixed
-    /// order (layer by layer: q, k, v, o, gate, up, down).
-    pub fn linears(&self) -> Vec<(String, &'static str, &Linear<B>)> {
+    /// its short name (`q_proj`: what `lora.target_modules` names) and the layer (a part of a
+    /// merged projection for q/k/v and gate/up), in a fixed order (layer by layer: q, k, v, o,
+    /// gate, up, down).
+    pub fn linears(&self) -> Vec<(String, &'static str, LinearRef<'_, B>)> {
         let mut out = Vec::new();
         for (i, l) in self.layers.iter().enumerate() {
             let (a, m) = (&l.self_attn, &l.mlp);
-            for (n, lin) in [("q_proj", &a.q_proj), ("k_proj", &a.k_proj), ("v_proj", &a.v_proj), ("o_proj", &a.o_proj)] {
+            let attn = [("q_proj", a.qkv_proj.part(0)), ("k_proj", a.qkv_proj.part(1)), ("v_proj", a.qkv_proj.part(2))];
+            for (n, lin) in attn.into_iter().chain([("o_proj", a.o_proj.as_ref())]) {
                 out.push((format!("model.layers.{i}.self_attn.{n}"), n, lin));
             }
-            for (n, lin) in [("gate_proj", &m.gate_proj), ("up_proj", &m.up_proj), ("down_proj", &m.down_proj)] {
+            let mlp = [("gate_proj", m.gate_up_proj.part(0)), ("up_proj", m.gate_up_proj.part(1)), ("down_proj", m.down_proj.as_ref())];
+            for (n, lin) in mlp {
                 out.push((format!("model.layers.{i}.mlp.{n}"), n, lin));
             }
         }
         out
     }
 
-    /// [`Qwen3::linears`], mutably.
-    pub fn linears_mut(&mut self) -> Vec<(String, &'static str, &mut Linear<B>)> {
+    /// [`Qwen3::linears`], mutably: each layer's `[in, out]` and its adapter slot.
+    pub fn linears_mut(&mut self) -> Vec<(String, &'static str, LinearMut<'_, B>)> {
         let mut out = Vec::new();
         for (i, l) in self.layers.iter_mut().enumerate() {
             let (a, m) = (&mut l.self_attn, &mut l.mlp);
-            for (n, lin) in [("q_proj", &mut a.q_proj), ("k_proj", &mut a.k_proj), ("v_proj", &mut a.v_proj), ("o_proj", &mut a.o_proj)] {
+            let attn = ["q_proj", "k_proj", "v_proj"].into_iter().zip(a.qkv_proj.parts_mut());
+            for (n, lin) in attn.chain([("o_proj", a.o_proj.as_mut())]) {
                 out.push((format!("model.layers.{i}.self_attn.{n}"), n, lin));
             }
-            for (n, lin) in [("gate_proj", &mut m.gate_proj), ("up_proj", &mut m.up_proj), ("down_proj", &mut m.down_proj)] {
+            let mlp = ["gate_proj", "up_proj"].into_iter().zip(m.gate_up_proj.parts_mut());
+            for (n, lin) in mlp.chain([("down_proj", m.down_proj.as_mut())]) {
                 out.push((format!("model.layers.{i}.mlp.{n}"), n, lin));
             }
         }
@@ -164,15 +169,19 @@ impl<B: Backend> Qwen3<B> {
             t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 data")
         }
         let mut out = Vec::new();
-        let push_linear = |out: &mut Vec<_>, name: String, l: &Linear<B>| {
+        let linears = self.linears();
+        let mut linears = linears.into_iter().map(|(name, _, l)| (name, l));
+        let mut push_linear = |out: &mut Vec<_>, want: String| {
+            let (name, l) = linears.next().expect("a linear layer");
+            debug_assert_eq!(name, want);
             let [din, dout] = l.weight.dims();
-            let w = match &l.lora {
-                Some(lora) => to_f32(l.weight.val()) + lora.delta(),
-                None => l.weight.val(),
+            let w = match l.lora {
+                Some(lora) => to_f32(l.weight) + lora.delta(),
+                None => l.weight,
             };
             out.push((format!("{name}.weight"), vec![dout, din], transpose(&data(w), din, dout)));
-            if let Some(b) = &l.bias {
-                out.push((format!("{name}.bias"), vec![dout], data(b.val())));
+            if let Some(b) = l.bias {
+                out.push((format!("{name}.bias"), vec![dout], data(b)));
             }
         };
         let norm = |out: &mut Vec<(String, Vec<usize>, Vec<f32>)>, name: String, n: &RmsNorm<B>| {
@@ -184,8 +193,8 @@ impl<B: Backend> Qwen3<B> {
             norm(&mut out, format!("{p}.input_layernorm.weight"), &l.input_layernorm);
             norm(&mut out, format!("{p}.post_attention_layernorm.weight"), &l.post_attention_layernorm);
             let a = &l.self_attn;
-            for (n, lin) in [("q_proj", &a.q_proj), ("k_proj", &a.k_proj), ("v_proj", &a.v_proj), ("o_proj", &a.o_proj)] {
-                push_linear(&mut out, format!("{p}.self_attn.{n}"), lin);
+            for n in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+                push_linear(&mut out, format!("{p}.self_attn.{n}"));
             }
             if let Some(q) = &a.q_norm {
                 norm(&mut out, format!("{p}.self_attn.q_norm.weight"), q);
@@ -193,8 +202,8 @@ impl<B: Backend> Qwen3<B> {
             if let Some(k) = &a.k_norm {
                 norm(&mut out, format!("{p}.self_attn.k_norm.weight"), k);
             }
-            for (n, lin) in [("gate_proj", &l.mlp.gate_proj), ("up_proj", &l.mlp.up_proj), ("down_proj", &l.mlp.down_proj)] {
-                push_linear(&mut out, format!("{p}.mlp.{n}"), lin);
+            for n in ["gate_proj", "up_proj", "down_proj"] {
+                push_linear(&mut out, format!("{p}.mlp.{n}"));
             }
         }
         norm(&mut out, "model.norm.weight".into(), &self.norm);

@@ -278,7 +278,7 @@ impl BenchScore {
             let stats = trainer.step(1e-6)?;
             // Flex runs eagerly; reading a trained weight back makes the timing include the update.
             let model = trainer.model();
-            match &model.layers[0].self_attn.q_proj.lora {
+            match &model.layers[0].self_attn.qkv_proj.loras[0] {
                 Some(adapter) => drop(adapter.b.val().into_data()),
                 None => drop(model.norm.weight.val().into_data()),
             }
