@@ -24,6 +24,7 @@ mod report;
 mod results;
 mod run;
 mod run_args;
+mod run_folder;
 mod sandbox;
 mod score;
 mod sft;

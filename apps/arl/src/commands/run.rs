@@ -13,8 +13,8 @@ use arl_core::config::Launcher;
 use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
 use arl_core::train::dist::Coordinator;
-use arl_core::train::run_dir::{self, RunFile, Start};
-use arl_core::train::trainer::{Parts, RunMeta, train, train_with};
+use arl_core::train::run_dir::{self, Start};
+use arl_core::train::trainer::{Parts, train, train_with};
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
 use arl_qwen3::hub::Source;
@@ -102,39 +102,8 @@ impl Run {
         let reference = load_reference(&config)?;
         let policy_device = TrainablePolicy::device(&policy);
 
-        let run_id = match &start {
-            Start::Resume { run_id: Some(id), .. } => id.clone(),
-            _ => run_dir::new_run_id(),
-        };
-        let meta = RunMeta {
-            arl_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: crate::GIT_COMMIT.map(str::to_string),
-            run_id: run_id.clone(),
-            model_dir: model_dir(&config.model.source),
-            model_snapshot: model_dir(&config.model.source).and_then(|d| arl_core::hub::snapshot_revision(std::path::Path::new(&d))),
-            tokenizer: Some(absolute(codec.dir())),
-            device: format!("{policy_device:?}"),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        };
-        let run_file = RunFile {
-            run_id,
-            started_unix: meta.started_unix,
-            arl_version: meta.arl_version.clone(),
-            git_commit: meta.git_commit.clone(),
-            command: meta.command.clone(),
-        };
         // Everything loaded: now the folder is this run's.
-        run_dir::claim(&out_dir, &start, &run_file, &config)?;
-        let resumed = matches!(start, Start::Resume { .. });
-        let log_path = out_dir.join("run.log");
-        let mut log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(resumed)
-            .truncate(!resumed)
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
+        let (meta, mut log_file) = super::run_folder::claim(&config, &out_dir, &start, codec.dir(), format!("{policy_device:?}"))?;
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
             let _ = writeln!(log_file, "{line}");
@@ -224,18 +193,6 @@ fn header(config: &RunConfig, what: &str) -> String {
         config.model.backend,
         config.output.dir
     )
-}
-
-pub(crate) fn absolute(path: &std::path::Path) -> String {
-    path.canonicalize().unwrap_or_else(|_| path.to_path_buf()).display().to_string()
-}
-
-/// The directory the weights come from (`None` for a random-weights preset).
-pub(crate) fn model_dir(source: &str) -> Option<String> {
-    match arl_qwen3::hub::resolve(source) {
-        Ok(Source::Dir(dir)) => Some(absolute(&dir)),
-        _ => None,
-    }
 }
 
 /// Every piece of a run, built by name from the config, with what is worth telling the user

@@ -11,11 +11,10 @@ use arl_core::RunConfig;
 use arl_core::config::{LossConfig, Overrides};
 use arl_core::policy::TrainablePolicy;
 use arl_core::registry::{self, LossPlugin};
-use arl_core::train::run_dir::{self, RunFile, Start};
+use arl_core::train::run_dir;
 use arl_core::train::sft::{SftParts, load_data, read_jsonl, train_sft};
-use arl_core::train::trainer::RunMeta;
 
-use super::run::{absolute, load_policy, model_dir};
+use super::run::load_policy;
 use super::run_args::key_help;
 
 const EXAMPLES: &str = "\
@@ -132,38 +131,8 @@ impl Sft {
         let loss_config = LossConfig { name: "cross-entropy".into(), ..LossConfig::default() };
         let loss = (registry::get::<LossPlugin>(&loss_config.name)?.build)(&loss_config)?;
 
-        let run_id = match &start {
-            Start::Resume { run_id: Some(id), .. } => id.clone(),
-            _ => run_dir::new_run_id(),
-        };
-        let meta = RunMeta {
-            arl_version: env!("CARGO_PKG_VERSION").to_string(),
-            git_commit: crate::GIT_COMMIT.map(str::to_string),
-            run_id: run_id.clone(),
-            model_dir: model_dir(&config.model.source),
-            model_snapshot: model_dir(&config.model.source).and_then(|d| arl_core::hub::snapshot_revision(std::path::Path::new(&d))),
-            tokenizer: Some(absolute(codec.dir())),
-            device: format!("{:?}", TrainablePolicy::device(&policy)),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        };
-        let run_file = RunFile {
-            run_id,
-            started_unix: meta.started_unix,
-            arl_version: meta.arl_version.clone(),
-            git_commit: meta.git_commit.clone(),
-            command: meta.command.clone(),
-        };
-        run_dir::claim(&out_dir, &start, &run_file, &config)?;
-        let resumed = matches!(start, Start::Resume { .. });
-        let log_path = out_dir.join("run.log");
-        let mut log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(resumed)
-            .truncate(!resumed)
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
+        let (meta, mut log_file) =
+            super::run_folder::claim(&config, &out_dir, &start, codec.dir(), format!("{:?}", TrainablePolicy::device(&policy)))?;
         let mut log = |line: &str| {
             let _ = writeln!(out, "{line}");
             let _ = writeln!(log_file, "{line}");
