@@ -158,29 +158,37 @@ pub struct TrainArgs {
     pub lora: bool,
 }
 
+/// Each flag given (`Some`) into `o` under the config key it names:
+/// `set_flags!(o, args; field => "section.key", …)`.
+macro_rules! set_flags {
+    ($o:expr, $args:expr; $($field:ident => $key:literal),* $(,)?) => {
+        $(
+            if let Some(v) = &$args.$field {
+                $o.set($key, v.clone());
+            }
+        )*
+    };
+}
+pub(crate) use set_flags;
+
 impl ConfigArgs {
     fn overrides(&self, o: &mut Overrides) {
-        macro_rules! flag {
-            ($field:ident => $key:literal) => {
-                if let Some(v) = &self.$field {
-                    o.set($key, v.clone());
-                }
-            };
-        }
-        flag!(env => "env.name");
-        flag!(sandbox => "sandbox.name");
-        flag!(model => "model.source");
-        flag!(adapter => "model.adapter");
-        flag!(tokenizer => "model.tokenizer");
-        flag!(backend => "model.backend");
-        flag!(device_index => "model.device_index");
-        flag!(dtype => "model.dtype");
-        flag!(rollout_device => "model.rollout_device");
-        flag!(max_new_tokens => "sampling.max_new_tokens");
-        flag!(max_turns => "env.max_turns");
-        flag!(eval_n => "eval.n");
-        flag!(seed => "trainer.seed");
-        flag!(gen_batch => "trainer.gen_batch");
+        set_flags!(o, self;
+            env => "env.name",
+            sandbox => "sandbox.name",
+            model => "model.source",
+            adapter => "model.adapter",
+            tokenizer => "model.tokenizer",
+            backend => "model.backend",
+            device_index => "model.device_index",
+            dtype => "model.dtype",
+            rollout_device => "model.rollout_device",
+            max_new_tokens => "sampling.max_new_tokens",
+            max_turns => "env.max_turns",
+            eval_n => "eval.n",
+            seed => "trainer.seed",
+            gen_batch => "trainer.gen_batch",
+        );
     }
 
     /// Defaults ← --algo preset ← --config ← flags ← --set, then validated
@@ -189,25 +197,20 @@ impl ConfigArgs {
     pub fn resolve(&self, train: Option<&TrainArgs>) -> anyhow::Result<RunConfig> {
         let mut o = Overrides::default();
         if let Some(t) = train {
-            macro_rules! flag {
-                ($field:ident => $key:literal) => {
-                    if let Some(v) = &t.$field {
-                        o.set($key, v.clone());
-                    }
-                };
-            }
-            flag!(algo => "algo");
-            flag!(loss => "loss.name");
-            flag!(advantage => "advantage.name");
-            flag!(steps => "trainer.steps");
-            flag!(group_size => "trainer.group_size");
-            flag!(prompts => "trainer.prompts");
-            flag!(lr => "trainer.lr");
-            flag!(micro => "trainer.micro");
-            flag!(out => "output.dir");
-            flag!(tensorboard => "output.tensorboard");
-            flag!(launcher => "cluster.launcher");
-            flag!(rollout_workers => "cluster.rollout_workers");
+            set_flags!(o, t;
+                algo => "algo",
+                loss => "loss.name",
+                advantage => "advantage.name",
+                steps => "trainer.steps",
+                group_size => "trainer.group_size",
+                prompts => "trainer.prompts",
+                lr => "trainer.lr",
+                micro => "trainer.micro",
+                out => "output.dir",
+                tensorboard => "output.tensorboard",
+                launcher => "cluster.launcher",
+                rollout_workers => "cluster.rollout_workers",
+            );
             if t.resume {
                 o.set("trainer.resume", true);
             }

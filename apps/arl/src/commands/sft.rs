@@ -15,7 +15,7 @@ use arl_core::train::run_dir;
 use arl_core::train::sft::{SftParts, load_data, read_jsonl, train_sft};
 
 use super::run::load_policy;
-use super::run_args::key_help;
+use super::run_args::{key_help, set_flags};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -77,27 +77,22 @@ impl Sft {
     /// Defaults ← --config ← flags ← --set, validated for SFT ([`RunConfig::validate_sft`]).
     pub fn resolve(&self) -> anyhow::Result<RunConfig> {
         let mut o = Overrides::default();
-        macro_rules! flag {
-            ($field:ident => $key:literal) => {
-                if let Some(v) = &self.$field {
-                    o.set($key, v.clone());
-                }
-            };
-        }
-        flag!(data => "sft.data");
-        flag!(heldout => "sft.heldout");
-        flag!(model => "model.source");
-        flag!(adapter => "model.adapter");
-        flag!(tokenizer => "model.tokenizer");
-        flag!(backend => "model.backend");
-        flag!(device_index => "model.device_index");
-        flag!(dtype => "model.dtype");
-        flag!(steps => "trainer.steps");
-        flag!(lr => "trainer.lr");
-        flag!(batch_size => "sft.batch_size");
-        flag!(micro => "trainer.micro");
-        flag!(seed => "trainer.seed");
-        flag!(out => "output.dir");
+        set_flags!(o, self;
+            data => "sft.data",
+            heldout => "sft.heldout",
+            model => "model.source",
+            adapter => "model.adapter",
+            tokenizer => "model.tokenizer",
+            backend => "model.backend",
+            device_index => "model.device_index",
+            dtype => "model.dtype",
+            steps => "trainer.steps",
+            lr => "trainer.lr",
+            batch_size => "sft.batch_size",
+            micro => "trainer.micro",
+            seed => "trainer.seed",
+            out => "output.dir",
+        );
         if self.resume {
             o.set("trainer.resume", true);
         }
