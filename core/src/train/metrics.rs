@@ -93,7 +93,9 @@ pub struct StepMetrics {
     /// decoding (`generate_seconds`) and the env (`env_seconds`: tool calls, the sandbox's jobs,
     /// grading); the update (`update_seconds`), of it the no-grad scoring pass
     /// (`scoring_seconds`: old log-probabilities and the pre-update metrics); the checkpoint
-    /// written after the step (`checkpoint_seconds`, 0 when none was).
+    /// written after the step (`checkpoint_seconds`, 0 when none was); handing the new
+    /// weights to the samplers (`publish_seconds`: rollout workers' `dist/weights/v{N}`, the
+    /// async sampler's snapshot; 0 in a lockstep run in one process).
     pub rollout_seconds: f64,
     #[serde(default)]
     pub generate_seconds: f64,
@@ -104,6 +106,8 @@ pub struct StepMetrics {
     pub scoring_seconds: f64,
     #[serde(default)]
     pub checkpoint_seconds: f64,
+    #[serde(default)]
+    pub publish_seconds: f64,
     pub step_seconds: f64,
     /// The process's peak resident memory so far, MiB (getrusage; unix). On a GPU device
     /// this is host memory only: burn 0.21 exposes no device-memory statistic through

@@ -354,16 +354,19 @@ pub fn train_with(
             let opts = UpdateOptions { lr: config.trainer.lr_at(step), ..update_opts.clone() };
             let upd = update_with_reference(policy, reference, loss, &batch.train, &batch.advantages, &opts)?;
             progress(&update_stage, 1, 1);
+            let t_publish = Instant::now();
             match &sampler {
                 // The weights the next step trains (unchanged by a skipped non-finite step).
                 Some(s) => s.publish(step + 1, policy)?,
                 None if step + 1 < config.trainer.steps => executor.publish(step + 1, policy)?,
                 None => {}
             }
+            let publish_seconds = t_publish.elapsed().as_secs_f64();
             let episodes = &batch.sampled;
             let rstats = &batch.rollout;
             let mut m = step_metrics(step + 1, episodes, &batch.stats, rstats, &upd, t0.elapsed().as_secs_f64());
             m.lr = opts.lr;
+            m.publish_seconds = publish_seconds;
             m.tasks = step_tasks(&batch);
             m.pools = pools;
             m.sandbox_exhausted += super::metrics::sandbox_exhausted(&batch.infra_failed);
@@ -665,6 +668,7 @@ fn step_metrics(
         sandbox_exhausted: super::metrics::sandbox_exhausted(episodes),
         infra_failed: b.infra_failed,
         checkpoint_seconds: 0.0,
+        publish_seconds: 0.0,
         tasks: Vec::new(),
         pools: None,
         off_policy: None,

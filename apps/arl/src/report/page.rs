@@ -39,6 +39,7 @@ const CURVES: &[(&str, &str)] = &[
     ("update_seconds", "update time per step (s)"),
     ("scoring_seconds", "of the update: no-grad scoring pass (s)"),
     ("checkpoint_seconds", "checkpoint after the step (s)"),
+    ("publish_seconds", "weights handed to the samplers (s)"),
     ("step_seconds", "step time (s)"),
     ("infra_failed", "episodes lost to infrastructure failures"),
     ("peak_rss_mb", "peak memory (RSS, MB)"),
