@@ -173,7 +173,7 @@ impl<B: Backend> Qwen3<B> {
         let mut linears = linears.into_iter().map(|(name, _, l)| (name, l));
         let mut push_linear = |out: &mut Vec<_>, want: String| {
             let (name, l) = linears.next().expect("a linear layer");
-            debug_assert_eq!(name, want);
+            assert_eq!(name, want, "linears() lists the layers in HF order");
             let [din, dout] = l.weight.dims();
             let w = match l.lora {
                 Some(lora) => to_f32(l.weight) + lora.delta(),
