@@ -319,8 +319,10 @@ fn slurm_submits_two_jobs_and_refuses_bad_input_in_one_line() {
     refused(&mut command(&out, &[&slurm[..], &["--set", "trainer.max_steps_off_policy=1"]].concat(), None), "lockstep");
     let shm = PathBuf::from(format!("/dev/shm/arl-cluster-slurm-{}", std::process::id()));
     refused(command(&shm, &slurm[..4], None).env("PATH", &path), "is on tmpfs");
+    let spaced = PathBuf::from(format!("{} with space", out.display()));
+    refused(command(&spaced, &slurm, None).env("PATH", &path), "has white space in its path");
     refused(&mut command(&out, &["--dry-run"], None), "--dry-run goes with --launcher slurm");
-    assert!(!out.exists() && !shm.exists());
+    assert!(!out.exists() && !shm.exists() && !spaced.exists());
 
     // --dry-run prints both scripts and writes nothing.
     let dry = run(&out, &[&slurm[..], &["--dry-run"]].concat(), None);

@@ -174,6 +174,7 @@ impl Run {
             super::slurm::need_on_path("sbatch", "--launcher slurm")?;
         }
         let run_dir = std::path::absolute(&out_dir).with_context(|| format!("resolving {}", out_dir.display()))?;
+        super::slurm::check_path(&run_dir)?;
         super::slurm::check_shared(&run_dir, &config.cluster.slurm)?;
         let start = run_dir::check_start(&run_dir, config, self.overwrite)?;
         let req =

@@ -191,6 +191,19 @@ pub fn filesystem(path: &Path) -> anyhow::Result<(String, bool)> {
     Ok((format!("{name} (statfs type {:#x})", st.f_type as u64), shared))
 }
 
+/// The run folder's path goes unquoted into the rendered `#SBATCH --output=` lines: a path
+/// with a space or a tab is refused in one line rather than split there.
+pub fn check_path(run_dir: &Path) -> anyhow::Result<()> {
+    if run_dir.to_string_lossy().contains(char::is_whitespace) {
+        return Err(crate::usage!(
+            "--launcher slurm: the run folder {:?} has white space in its path, which the rendered #SBATCH lines do not \
+             quote; choose an --out without spaces",
+            run_dir.display().to_string()
+        ));
+    }
+    Ok(())
+}
+
 /// Refuse a run folder only this node sees (exit 2), unless `require_shared_fs` is off.
 pub fn check_shared(run_dir: &Path, s: &SlurmConfig) -> anyhow::Result<()> {
     if !s.require_shared_fs {
