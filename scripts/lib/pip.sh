@@ -30,3 +30,16 @@ PY
     rm -rf "$dir"
     [ "$ok" = 1 ]
 }
+
+# `unpack_wheels WHEELS OUT`: every wheel in the folder WHEELS unpacked into a new folder OUT (a
+# wheel is a zip of its site-packages entries). Needs $python.
+unpack_wheels() {
+    "$python" - "$1" "$2" <<'PY'
+import os, sys, zipfile
+wheels, out = sys.argv[1], sys.argv[2]
+os.makedirs(out)
+for name in sorted(os.listdir(wheels)):
+    with zipfile.ZipFile(os.path.join(wheels, name)) as wheel:
+        wheel.extractall(out)
+PY
+}

@@ -24,14 +24,7 @@ echo "$PINS" >"$tmp/requirements.txt"
 echo "pytest: downloading pytest 9.0.1, iniconfig, packaging, pluggy, pygments (1.8 MB of wheels) from PyPI"
 "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes \
     -r "$tmp/requirements.txt" -d "$tmp/wheels"
-"$python" - "$tmp/wheels" "$tmp/site-packages" <<'PY'
-import os, sys, zipfile
-wheels, out = sys.argv[1], sys.argv[2]
-os.makedirs(out)
-for name in sorted(os.listdir(wheels)):
-    with zipfile.ZipFile(os.path.join(wheels, name)) as wheel:
-        wheel.extractall(out)
-PY
+unpack_wheels "$tmp/wheels" "$tmp/site-packages"
 "$python" -I -S -B -c "import sys; sys.path.insert(0, '$tmp/site-packages'); import pytest; assert pytest.__version__ == '9.0.1', pytest.__version__"
 # Bytecode for the sandbox's interpreter (jobs run with -B, which reads but never writes it).
 sandbox_python=/usr/bin/python3

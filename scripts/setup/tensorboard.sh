@@ -31,20 +31,14 @@ if ! "$python" -m pip --version >/dev/null 2>&1; then
     STAMP="$PINS
 $python $("$python" -c 'import sys; print(sys.version_info[:2])')"
 fi
+. "$(dirname "$0")/../lib/pip.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "$PINS" >"$tmp/requirements.txt"
 echo "tensorboard: downloading tensorboard 2.21.0, protobuf, numpy, absl-py, packaging (23 MB of wheels) from PyPI"
 "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
     -r "$tmp/requirements.txt" -d "$tmp/wheels"
-"$python" - "$tmp/wheels" "$tmp/site-packages" <<'PY'
-import os, sys, zipfile
-wheels, out = sys.argv[1], sys.argv[2]
-os.makedirs(out)
-for name in sorted(os.listdir(wheels)):
-    with zipfile.ZipFile(os.path.join(wheels, name)) as wheel:
-        wheel.extractall(out)
-PY
+unpack_wheels "$tmp/wheels" "$tmp/site-packages"
 "$python" -I -S -B -c "import sys; sys.path.insert(0, '$tmp/site-packages'); from tensorboard.backend.event_processing.event_accumulator import EventAccumulator"
 rm -rf "$DIR/site-packages"
 mkdir -p "$DIR"
