@@ -2,20 +2,20 @@
 //! group of episodes per task (the env grades them), turn rewards into advantages, take one
 //! policy-gradient step, and evaluate on the held-out tasks before and after.
 //!
-//!     cargo run --release -p arl-cli --example own_loop -- [MODEL] [STEPS]
+//!     cargo run --release -p arl --example own_loop -- [MODEL] [STEPS]
 //!
 //! MODEL defaults to `smollm2-135m` (run `scripts/setup/smollm2.sh` once), STEPS to 10. The
 //! pieces are the ones `arl run` builds from a config (`Built::new`): an env and its chat codec,
 //! a policy loss, an advantage estimator and a trainable policy; the loop calls
 //! `rollout`, `AdvantageFn::advantages`, `update` and `evaluate`.
 
-use arl_cli::commands::Built;
+use arl::commands::Built;
 use arl_core::config::RunConfig;
-use arl_core::train::eval::evaluate;
-use arl_core::train::rollout::rollout;
-use arl_core::train::trainer::{eval_options, rollout_options, update_options};
-use arl_core::train::update::update;
 use arl_core::{AdvantageInput, Split};
+use arl_train::eval::evaluate;
+use arl_train::rollout::rollout;
+use arl_train::trainer::{eval_options, rollout_options, update_options};
+use arl_train::update::update;
 
 /// Train `model` on the `sum` env for `steps` steps; returns held-out pass@1 before and after.
 pub fn own_loop(model: &str, steps: usize, log: &mut dyn FnMut(String)) -> anyhow::Result<(f64, f64)> {

@@ -47,12 +47,12 @@ case "${1:-run}" in
 build)
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target-cuda}"
     export CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}"
-    # One feature set for both (the tests link arl-cli with its default `wasm`), so the
+    # One feature set for both (the tests link arl with its default `wasm`), so the
     # dependencies are compiled once. Cold, on 2 cores: ≈20 min (session 19).
     features="${ARL_GPU_FEATURES:-cuda}"
     test_bin=$(cargo test --release --locked -p arl-tests --features "$features" --no-run --message-format=json \
         | sed -n 's/.*"executable":"\([^"]*integration[^"]*\)".*/\1/p' | tail -1)
-    cargo build --release --locked -p arl-cli --features "$features" --bin arl
+    cargo build --release --locked -p arl --features "$features" --bin arl
     rm -rf "$BIN" && mkdir -p "$BIN/bin"
     cp "$CARGO_TARGET_DIR/release/arl" "$BIN/bin/arl"
     cp "$test_bin" "$BIN/bin/integration"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target}"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-cargo run --locked -q -p arl-cli -- new env oot-check --out "$dir/oot-check"
+cargo run --locked -q -p arl -- new env oot-check --out "$dir/oot-check"
 (cd "$dir/oot-check" && cargo build -q && cargo test -q)
 bin="$CARGO_TARGET_DIR/debug/oot-check-arl"
 "$bin" list | grep -q "^  oot-check " || { echo "oot-check-arl list does not show the env" >&2; exit 1; }

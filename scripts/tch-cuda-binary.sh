@@ -29,7 +29,7 @@ build)
     export CARGO_TARGET_DIR="${ARL_TCH211_TARGET:-$HOME/.cache/arl/target-torch-2.11}"
     export PATH="$VENV/bin:$PATH" LIBTORCH_USE_PYTORCH=1 LIBTORCH_BYPASS_VERSION_CHECK=1
     unset VIRTUAL_ENV LIBTORCH
-    cargo build --locked -p arl-cli --features tch
+    cargo build --locked -p arl --features tch
     mkdir -p "$OUT"
     cp "$CARGO_TARGET_DIR/debug/arl" "$OUT/arl"
     strip "$OUT/arl"

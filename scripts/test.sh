@@ -67,5 +67,5 @@ fi
 # `ARL_GPU_FEATURES=fusion scripts/gpu-check.sh build` compiles it.
 if [ "${ARL_SKIP_CUDA_BUILD:-0}" != 1 ]; then
     echo "== cargo build --features cuda (compile only)"
-    CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" cargo build --locked -p arl-cli --features cuda
+    CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" cargo build --locked -p arl --features cuda
 fi

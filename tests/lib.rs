@@ -12,15 +12,15 @@ pub fn arl(args: &[&str]) -> Result<String, String> {
 pub fn arl_status(args: &[&str]) -> (u8, Result<String, String>) {
     arl_plugins::link();
     let mut out = Vec::new();
-    let result = arl_cli::run(std::iter::once("arl").chain(args.iter().copied()), &mut out as &mut dyn Write);
+    let result = arl::run(std::iter::once("arl").chain(args.iter().copied()), &mut out as &mut dyn Write);
     match result {
         Ok(()) => (0, Ok(String::from_utf8(out).expect("utf-8 output"))),
         Err(e) => {
             let shown = match e.downcast_ref::<clap::Error>() {
                 Some(c) => c.to_string(),
-                None => arl_cli::message(&e),
+                None => arl::message(&e),
             };
-            (arl_cli::exit_code(&e), Err(shown))
+            (arl::exit_code(&e), Err(shown))
         }
     }
 }

@@ -3,12 +3,12 @@
 //! It owns the plugin traits ([`Env`], [`ToolSet`], [`Sandbox`], [`AdvantageFn`],
 //! [`PolicyLoss`]), the [`Policy`] interface (generate, score), the data that flows between them (messages, tool calls and their
 //! outcomes, tasks, episodes with token ids and masks), the run configuration, and the
-//! `inventory`-based plugin [`registry`], evaluation statistics ([`eval`]) and the RL loop
-//! written against the traits ([`train`]: rollout, update, evaluation, the default trainer).
+//! `inventory`-based plugin [`registry`] and evaluation statistics ([`eval`]). The RL loop
+//! written against these traits is its own crate, arl-train (`core/train`).
 //!
 //! It deliberately knows no model, no environment and no concrete backend: environments,
 //! tool sets and sandboxes are text in, text out and never see a tensor; only the loss and
-//! policy interfaces ([`loss`], [`policy`]) and the update ([`train::update`]) touch tensors,
+//! policy interfaces ([`loss`], [`policy`]) and arl-train's update touch tensors,
 //! through burn's `Dispatch` backend, so the same `Box<dyn PolicyLoss>` and
 //! `dyn TrainablePolicy` run on every device.
 //!
@@ -36,7 +36,6 @@ pub mod task;
 pub mod testing;
 pub mod tool;
 pub mod toolcall;
-pub mod train;
 
 pub use advantage::{AdvantageFn, AdvantageInput};
 pub use backend::{BackendKind, DeviceSpec};

@@ -5,7 +5,7 @@
 //! answer an unknown name with the list of valid ones.
 //!
 //! A crate that only registers is dropped by the linker unless something references it:
-//! `plugins/link` (crate `arl-plugins`) references every built-in plugin crate, and every
+//! `plugins` (crate `arl-plugins`) references every built-in plugin crate, and every
 //! binary and test binary references `arl-plugins`.
 
 use std::sync::Arc;

@@ -297,6 +297,6 @@ impl std::io::Write for ClosedPipe {
 #[test]
 fn a_closed_pipe_ends_quietly_with_status_0() {
     arl_plugins::link();
-    let err = arl_cli::run(["arl", "tasks", "--env", "edit"], &mut ClosedPipe).unwrap_err();
-    assert_eq!(arl_cli::exit_code(&err), 0, "{err:#}");
+    let err = arl::run(["arl", "tasks", "--env", "edit"], &mut ClosedPipe).unwrap_err();
+    assert_eq!(arl::exit_code(&err), 0, "{err:#}");
 }

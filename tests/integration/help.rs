@@ -16,7 +16,7 @@ fn all_args() -> Vec<(String, clap::Arg)> {
         }
     }
     let mut out = Vec::new();
-    walk("arl", &arl_cli::Cli::command(), &mut out);
+    walk("arl", &arl::Cli::command(), &mut out);
     out
 }
 
@@ -88,6 +88,6 @@ fn version_names_the_build_commit() {
     let (code, out) = arl_status(&["--version"]);
     assert_eq!(code, 0);
     let text = out.unwrap_err();
-    let commit = arl_cli::GIT_COMMIT.expect("built from a git checkout");
+    let commit = arl::GIT_COMMIT.expect("built from a git checkout");
     assert!(text.contains(&commit[..12]), "{text}");
 }

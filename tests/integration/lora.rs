@@ -359,7 +359,7 @@ fn gradient_checkpointing_takes_the_same_lora_step() {
 /// the first minibatch's ratios are π_dropout/π rather than 1.
 #[test]
 fn with_dropout_the_old_logprobs_and_the_metrics_before_the_update_have_none() {
-    use arl_core::train::update::{UpdateOptions, recompute, update};
+    use arl_train::update::{UpdateOptions, recompute, update};
     let (loss, _) = crate::trainer::grpo();
     let mut setup = lora_setup(4);
     setup.lora.as_mut().unwrap().dropout = 0.5;

@@ -11,7 +11,7 @@ fn new_env_writes_a_crate_against_this_checkout() {
     assert!(out.contains("binary `my-env-arl`"), "{out}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     let checkout = std::fs::canonicalize(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
-    assert!(manifest.contains(&format!("arl-cli = {{ path = \"{}/apps/arl\" }}", checkout.display())), "{manifest}");
+    assert!(manifest.contains(&format!("arl = {{ path = \"{}/apps/arl\" }}", checkout.display())), "{manifest}");
     assert!(manifest.contains("[profile.dev.package.arl-core]"), "arl's crates keep their own profile");
     let doc: toml::Table = manifest.parse().unwrap();
     assert_eq!(doc["bin"][0]["name"].as_str(), Some("my-env-arl"));

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arl_core::policy::{Generation, OptimStep, Policy, PolicyError, SamplingParams, ScoreParams, Scores, TrainablePolicy};
-use arl_core::train::trainer::{Parts, RunMeta, plural, train};
 use arl_core::{AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, RunConfig, Split, Step, Task, ToolSchema};
 use arl_qwen3::QwenTrainer;
+use arl_train::trainer::{Parts, RunMeta, plural, train};
 use burn::Dispatch;
 use burn::tensor::Tensor;
 

@@ -9,7 +9,7 @@ use crate::test_plugins::NullSandbox;
 #[test]
 fn the_example_env_plugin_is_linked_and_builds() {
     arl_plugins::link();
-    let plugin = registry::get::<EnvPlugin>("sum").expect("sum is registered by plugins/example-sum");
+    let plugin = registry::get::<EnvPlugin>("sum").expect("sum is registered by plugins/sum");
     let env = (plugin.build)(&EnvConfig { name: "sum".into(), ..Default::default() }, Arc::new(NullSandbox)).unwrap();
     assert!(!env.tasks(Split::Heldout).unwrap().is_empty());
 }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use arl_cli::report::{browser, build, load_runs};
+use arl::report::{browser, build, load_runs};
 use arl_tests::arl;
 use serde_json::Value;
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use arl_chat::HfChatCodec;
 use arl_core::config::TrainOn;
-use arl_core::train::sft::{parse_line, render};
 use arl_tests::{arl, arl_status, qwen3_tokenizer_dir, scratch_dir};
+use arl_train::sft::{parse_line, render};
 use serde_json::Value;
 
 fn examples() -> PathBuf {

@@ -5,14 +5,12 @@ use arl_core::chat::{ChatCodec, ChatError, Conversation};
 use arl_core::config::{LossConfig, ZeroAdvantageMinibatch};
 use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
-use arl_core::train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
-use arl_core::train::rollout::{RolloutOptions, rollout};
-use arl_core::train::update::{
-    UpdateMetrics, UpdateOptions, policy_positions, recompute, recompute_logprobs, update, update_with_reference,
-};
 use arl_core::{AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task, ToolSchema};
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
+use arl_train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
+use arl_train::rollout::{RolloutOptions, rollout};
+use arl_train::update::{UpdateMetrics, UpdateOptions, policy_positions, recompute, recompute_logprobs, update, update_with_reference};
 
 /// A byte-level codec for the 512-token test model: one id per byte, 511 ends a turn.
 pub(crate) struct Bytes;
@@ -245,7 +243,7 @@ fn one_full_run_step_on_the_tiny_preset_with_the_qwen3_template() {
         assert!(final_dir.join(f).is_file(), "{f} in the checkpoint");
     }
     let model = arl_core::config::ModelConfig { source: final_dir.display().to_string(), ..Default::default() };
-    assert_eq!(arl_cli::commands::tokenizer_dir(&model).unwrap(), final_dir, "a checkpoint loads its own tokenizer");
+    assert_eq!(arl::commands::tokenizer_dir(&model).unwrap(), final_dir, "a checkpoint loads its own tokenizer");
     assert!(dir.join("metrics.jsonl").exists() && dir.join("run.log").exists() && dir.join("run.json").exists());
     // The folder is this run's now: a second run is refused and changes nothing ...
     let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
@@ -682,7 +680,7 @@ fn kl_in_the_reward_lowers_the_shaped_reward_by_the_reference_kl() {
     update(&mut moved, loss.as_ref(), &episodes, &[1.0, -1.0, 1.0, -1.0], &opts).unwrap();
     let unmoved = trainer();
     let run = |reference: &QwenTrainer| {
-        let terms = |eps: &[arl_core::Episode]| -> Result<Vec<f64>, arl_core::train::TrainError> {
+        let terms = |eps: &[arl_core::Episode]| -> Result<Vec<f64>, arl_train::TrainError> {
             Ok(kl_penalty(eps, &recompute_logprobs(reference, eps, 6, 1.0)?, 0.1, arl_core::config::KlEstimator::K3))
         };
         let mut cursor = 0;
@@ -724,7 +722,7 @@ impl arl_core::PolicyLoss for TurnsNan {
 
 #[test]
 fn non_finite_steps_are_skipped_counted_and_stop_the_run_with_the_last_good_checkpoint() {
-    use arl_core::train::trainer::{MAX_NON_FINITE_STEPS, Parts, RunMeta, train};
+    use arl_train::trainer::{MAX_NON_FINITE_STEPS, Parts, RunMeta, train};
     let (inner, adv) = grpo();
     // One minibatch, one micro-batch: one loss call per step. Step 1 is finite, then NaN.
     let loss = TurnsNan { inner, calls: Default::default(), finite: 1 };
@@ -938,7 +936,7 @@ fn constant_horizon_divides_by_the_given_horizon() {
 #[test]
 fn the_trainer_takes_h_from_the_response_budget() {
     arl_plugins::link();
-    use arl_core::train::trainer::{response_budget, rollout_options, update_options};
+    use arl_train::trainer::{response_budget, rollout_options, update_options};
     let check = |toml: &str, want_agg: Aggregation, want_h: f64| {
         let config = arl_core::RunConfig::from_toml_str(toml).unwrap();
         let loss = (registry::get::<LossPlugin>(&config.loss.name).unwrap().build)(&config.loss).unwrap();

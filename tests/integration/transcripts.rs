@@ -6,9 +6,9 @@
 use arl_chat::HfChatCodec;
 use arl_core::config::TrainOn;
 use arl_core::toolcall::parse_turn;
-use arl_core::train::sft::{read_jsonl, render};
 use arl_core::{ChatCodec, ParsedCall, Role};
 use arl_tests::{arl, arl_status, qwen3_tokenizer_dir, scratch_dir};
+use arl_train::sft::{read_jsonl, render};
 use serde_json::Value;
 
 fn transcripts(env: &str, file: &std::path::Path, extra: &[&str]) -> String {

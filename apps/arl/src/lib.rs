@@ -60,7 +60,7 @@ macro_rules! usage {
 ///
 /// ```ignore
 /// use my_env as _;
-/// fn main() -> std::process::ExitCode { arl_cli::main() }
+/// fn main() -> std::process::ExitCode { arl::main() }
 /// ```
 pub fn main() -> ExitCode {
     arl_plugins::link();
@@ -119,8 +119,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         e.downcast_ref::<arl_core::ConfigError>().is_some()
             || e.downcast_ref::<arl_core::RegistryError>().is_some()
             || e.downcast_ref::<UsageError>().is_some()
-            || e.downcast_ref::<arl_core::train::sft::SftDataError>().is_some()
-            || e.downcast_ref::<arl_core::train::TrainError>().is_some_and(|t| t.is_config())
+            || e.downcast_ref::<arl_train::sft::SftDataError>().is_some()
+            || e.downcast_ref::<arl_train::TrainError>().is_some_and(|t| t.is_config())
             || e.downcast_ref::<arl_qwen3::ModelError>().is_some_and(|m| {
                 use arl_qwen3::ModelError::*;
                 matches!(m, NotFound { .. } | NoSuchDir { .. } | Unknown { .. } | Adapter { .. } | Lora(_))

@@ -1,6 +1,6 @@
 fn main() -> std::process::ExitCode {
     retain_freed_memory();
-    arl_cli::main()
+    arl::main()
 }
 
 /// Keep freed tensor memory in the process for the next step instead of handing it back to

@@ -6,8 +6,8 @@
 //! workers load the published adapter alone and the runs agree as well.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
-//! calls `arl_cli::run` with the arguments in `ARL_CLUSTER_CHILD_ARGS`; the trainer's workers
-//! are started the same way (`arl_cli::set_self_command`).
+//! calls `arl::run` with the arguments in `ARL_CLUSTER_CHILD_ARGS`; the trainer's workers
+//! are started the same way (`arl::set_self_command`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -82,12 +82,12 @@ fn arl_child(args: &[String]) -> Command {
 fn child() {
     let Ok(args) = std::env::var(ARGS_VAR) else { return };
     arl_plugins::link();
-    arl_cli::set_self_command(arl_child);
+    arl::set_self_command(arl_child);
     let args: Vec<String> = serde_json::from_str(&args).unwrap();
     let mut stdout = std::io::stdout();
-    if let Err(err) = arl_cli::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
-        let code = arl_cli::exit_code(&err);
-        arl_cli::report(&err);
+    if let Err(err) = arl::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
+        let code = arl::exit_code(&err);
+        arl::report(&err);
         std::process::exit(code.into());
     }
 }
@@ -371,7 +371,7 @@ fn a_worker_whose_trainer_stopped_beating_exits_after_its_idle_timeout() {
     std::fs::create_dir_all(out.join("dist")).unwrap();
     let config = "[env]\nname = \"test-cluster-letters\"\n[model]\nsource = \"tiny\"\n[cluster]\nworker_idle_timeout_s = 1.0\n";
     std::fs::write(out.join("config.toml"), config).unwrap();
-    let index = serde_json::json!({"protocol": arl_core::train::dist::PROTOCOL, "arl_version": env!("CARGO_PKG_VERSION"),
+    let index = serde_json::json!({"protocol": arl_train::dist::PROTOCOL, "arl_version": env!("CARGO_PKG_VERSION"),
         "incarnation": "dead", "rounds": []});
     std::fs::write(out.join("dist/index.json"), index.to_string()).unwrap();
     // A trainer that beat seven times and died (no STOP).

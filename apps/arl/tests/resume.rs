@@ -7,7 +7,7 @@
 //! flight resumes without losing or repeating it.
 //!
 //! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
-//! calls `arl_cli::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
+//! calls `arl::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
 //! `CARGO_BIN_EXE_arl`: in a target directory shared by several worktrees that path is
 //! rebuilt by whichever tree built last; this test binary is this tree's own.)
 
@@ -95,8 +95,8 @@ fn child() {
     arl_plugins::link();
     let args: Vec<String> = serde_json::from_str(&args).unwrap();
     let mut stdout = std::io::stdout();
-    if let Err(err) = arl_cli::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
-        arl_cli::report(&err);
+    if let Err(err) = arl::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
+        arl::report(&err);
         std::process::exit(1);
     }
 }

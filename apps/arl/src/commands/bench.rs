@@ -174,7 +174,7 @@ impl BenchGen {
             "prefill_tokens_per_s": (self.batch * self.prompt_len) as f64 / t.prefill_s,
             "decode_tokens_per_s": t.decode_tokens as f64 / t.decode_s,
             "new_tokens_per_s": (self.batch * self.new_tokens) as f64 / (t.prefill_s + t.decode_s),
-            "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
+            "peak_rss_mb": arl_train::metrics::peak_rss_mb(),
         });
         writeln!(out, "{doc}")?;
         Ok(())
@@ -319,7 +319,7 @@ impl BenchScore {
             "params": total_params,
             "trainable_params": trainable_params,
             // The whole process's peak resident memory (host memory; the model's on the CPU).
-            "peak_rss_mb": arl_core::train::metrics::peak_rss_mb(),
+            "peak_rss_mb": arl_train::metrics::peak_rss_mb(),
         });
         writeln!(out, "{doc}")?;
         Ok(())

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use arl_core::train::dist::{Heartbeat, Index, Layout, read_json, write_atomic};
+use arl_train::dist::{Heartbeat, Index, Layout, read_json, write_atomic};
 
 use super::slurm;
 
@@ -85,7 +85,7 @@ fn status(run_dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
                 "trainer incarnation {} (arl {}): {} in flight{}{}",
                 index.incarnation,
                 index.arl_version,
-                arl_core::train::trainer::plural(rounds.len(), "round"),
+                arl_train::trainer::plural(rounds.len(), "round"),
                 if rounds.is_empty() { "" } else { ": " },
                 rounds.join(", ")
             )?;

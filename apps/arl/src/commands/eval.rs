@@ -6,8 +6,8 @@
 use std::io::Write;
 
 use arl_core::eval::Bootstrap;
-use arl_core::train::eval::evaluate_split;
-use arl_core::train::trainer::eval_options;
+use arl_train::eval::evaluate_split;
+use arl_train::trainer::eval_options;
 
 use super::run::Built;
 use super::run_args::ConfigArgs;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use arl_core::train::dist::Layout;
+use arl_train::dist::Layout;
 
 /// The running workers.
 pub struct Workers {

@@ -7,7 +7,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use arl_core::train::metrics::duration;
+use arl_train::metrics::duration;
 
 pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
 

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use arl_core::train::trainer::RunReport;
+use arl_train::trainer::RunReport;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ResultsCommand {

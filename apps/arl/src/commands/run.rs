@@ -12,13 +12,13 @@ use arl_chat::HfChatCodec;
 use arl_core::config::Launcher;
 use arl_core::policy::{Policy, TrainablePolicy};
 use arl_core::registry::{self, AdvantagePlugin, EnvPlugin, LossPlugin, SandboxPlugin};
-use arl_core::train::dist::Coordinator;
-use arl_core::train::run_dir::{self, Start};
-use arl_core::train::trainer::{Parts, train, train_with};
 use arl_core::{AdvantageFn, Env, PolicyLoss, RunConfig};
 use arl_optim::OptimConfig;
 use arl_qwen3::hub::Source;
 use arl_qwen3::{QwenPolicy, QwenTrainer, TrainSetup};
+use arl_train::dist::Coordinator;
+use arl_train::run_dir::{self, Start};
+use arl_train::trainer::{Parts, train, train_with};
 
 use super::run_args::{ConfigArgs, TrainArgs};
 
@@ -67,7 +67,7 @@ impl Run {
     pub fn execute(self, out: &mut dyn Write) -> anyhow::Result<()> {
         let config = self.config.resolve_with_context(Some(&self.train))?;
         if !self.smoke {
-            arl_core::train::trainer::check_sampling_for_training(&config)?;
+            arl_train::trainer::check_sampling_for_training(&config)?;
         }
         let out_dir = PathBuf::from(&config.output.dir);
         let submit = config.cluster.launcher == Launcher::Slurm && !self.slurm_job;
@@ -86,14 +86,14 @@ impl Run {
             let mut log = |line: &str| {
                 let _ = writeln!(out, "{line}");
             };
-            log(&header(&config, &format!("smoke (no training, {})", arl_core::train::trainer::plural(self.smoke_n as usize, "episode"))));
+            log(&header(&config, &format!("smoke (no training, {})", arl_train::trainer::plural(self.smoke_n as usize, "episode"))));
             notes.iter().for_each(|n| log(n));
             std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
             return super::smoke::smoke(&config, env.as_ref(), &codec, &mut policy, self.smoke_n as usize, &out_dir, &mut log);
         }
         // A tracker directory that cannot be written is refused before anything loads.
         if let Some(dir) = &config.output.tensorboard {
-            arl_core::train::tensorboard::check_dir(std::path::Path::new(dir))
+            arl_train::tensorboard::check_dir(std::path::Path::new(dir))
                 .map_err(|message| arl_core::ConfigError::Invalid { key: "output.tensorboard".into(), message })?;
         }
         // Read only: refuse another run's folder, or a resume that cannot continue, before loading.
@@ -133,7 +133,7 @@ impl Run {
                 coordinator.set_watch(workers.watch());
                 log(&format!(
                     "rollouts: {} (logs in {})",
-                    arl_core::train::trainer::plural(config.cluster.rollout_workers as usize, "worker process"),
+                    arl_train::trainer::plural(config.cluster.rollout_workers as usize, "worker process"),
                     coordinator.layout().logs().display()
                 ));
                 let trained = train_with(parts, Some(&mut coordinator), &config, meta, &out_dir, &mut log, &mut progress);
@@ -217,7 +217,7 @@ impl Built {
         let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
         let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
         let (codec, template_note) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
-        let mut notes = arl_core::train::preflight::preflight(config, env.as_ref(), &codec)?.warnings;
+        let mut notes = arl_train::preflight::preflight(config, env.as_ref(), &codec)?.warnings;
         notes.extend(template_note);
         if let Ok(Source::Preset(name)) = arl_qwen3::hub::resolve(&config.model.source) {
             notes.insert(

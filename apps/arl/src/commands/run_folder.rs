@@ -6,9 +6,9 @@ use std::path::Path;
 
 use anyhow::Context;
 use arl_core::RunConfig;
-use arl_core::train::run_dir::{self, RunFile, Start};
-use arl_core::train::trainer::RunMeta;
 use arl_qwen3::hub::Source;
+use arl_train::run_dir::{self, RunFile, Start};
+use arl_train::trainer::RunMeta;
 
 /// Claim `out_dir` for the run `start` says this is (a resumed run keeps its id), and open its
 /// `run.log`. Call it only once the model, tokenizer and data have loaded: a start that fails

@@ -11,8 +11,8 @@ use arl_core::RunConfig;
 use arl_core::config::{LossConfig, Overrides};
 use arl_core::policy::TrainablePolicy;
 use arl_core::registry::{self, LossPlugin};
-use arl_core::train::run_dir;
-use arl_core::train::sft::{SftParts, load_data, read_jsonl, train_sft};
+use arl_train::run_dir;
+use arl_train::sft::{SftParts, load_data, read_jsonl, train_sft};
 
 use super::run::load_policy;
 use super::run_args::{key_help, set_flags};

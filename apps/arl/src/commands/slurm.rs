@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use arl_core::RunConfig;
 use arl_core::config::SlurmConfig;
-use arl_core::train::run_dir::Start;
+use arl_train::run_dir::Start;
 use serde::{Deserialize, Serialize};
 
 /// How the trainer job starts the run the first time (a requeued job resumes).
@@ -58,7 +58,7 @@ pub fn jobs_path(run_dir: &Path) -> PathBuf {
 }
 
 pub fn read_jobs(run_dir: &Path) -> anyhow::Result<Option<Jobs>> {
-    arl_core::train::dist::read_json(&jobs_path(run_dir)).map_err(Into::into)
+    arl_train::dist::read_json(&jobs_path(run_dir)).map_err(Into::into)
 }
 
 /// The two scripts of a run.
@@ -333,7 +333,7 @@ pub fn submit(req: Submit<'_>, out: &mut dyn Write) -> anyhow::Result<()> {
     write(&trainer_path, &scripts.trainer)?;
     write(&workers_path, &scripts.workers)?;
     // The protocol folder of an ended trainer (its STOP would end new workers at once).
-    let dist = arl_core::train::dist::Layout::of(&run_dir).root;
+    let dist = arl_train::dist::Layout::of(&run_dir).root;
     match std::fs::remove_dir_all(&dist) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).with_context(|| format!("removing {}", dist.display())),
         _ => {}

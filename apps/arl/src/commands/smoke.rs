@@ -11,9 +11,9 @@ use anyhow::{Context, bail};
 use arl_core::chat::ChatCodec;
 use arl_core::policy::Policy;
 use arl_core::toolcall::parse_turn;
-use arl_core::train::rollout::rollout;
-use arl_core::train::trainer::{plural, rollout_options};
 use arl_core::{Env, RunConfig, Split, Step, Task, ToolOutcome};
+use arl_train::rollout::rollout;
+use arl_train::trainer::{plural, rollout_options};
 use serde_json::{Value, json};
 
 /// Transcripts printed in full (up to [`TRANSCRIPT_CHARS`] each).

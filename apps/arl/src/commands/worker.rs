@@ -10,12 +10,12 @@ use std::time::Duration;
 use anyhow::Context;
 use arl_core::policy::Policy;
 use arl_core::registry::{self, EnvPlugin, SandboxPlugin};
-use arl_core::train::dist::worker::{self, Fault, WorkerOptions};
-use arl_core::train::dist::{Index, Layout, PROTOCOL, read_json};
-use arl_core::train::rounds::RoundContext;
-use arl_core::train::trainer::rollout_options;
 use arl_core::{RunConfig, Split};
 use arl_qwen3::QwenPolicy;
+use arl_train::dist::worker::{self, Fault, WorkerOptions};
+use arl_train::dist::{Index, Layout, PROTOCOL, read_json};
+use arl_train::rounds::RoundContext;
+use arl_train::trainer::rollout_options;
 
 #[derive(Debug, clap::Args)]
 pub struct Worker {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Episode;
+use arl_core::Episode;
 
 /// Everything measured in one training step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -207,7 +207,7 @@ pub fn duration(secs: f64) -> String {
 
 /// Add an episode's counters (turns, tool calls, malformed and failed calls, truncation, the
 /// env's own) into `into`.
-/// The mean score of each reward component ([`crate::EpisodeStats::rewards`]) over the
+/// The mean score of each reward component ([`arl_core::EpisodeStats::rewards`]) over the
 /// episodes that recorded it; empty when none did.
 pub fn reward_components<'a>(episodes: impl IntoIterator<Item = &'a Episode>) -> BTreeMap<String, f64> {
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
@@ -235,8 +235,8 @@ pub fn sum_counters(into: &mut BTreeMap<String, u64>, e: &Episode) {
 }
 
 /// Jobs of these episodes that the sandbox could not start for want of host resources.
-pub fn sandbox_exhausted(episodes: &[crate::Episode]) -> u64 {
-    episodes.iter().filter_map(|e| e.stats.counters.get(crate::SANDBOX_EXHAUSTED)).sum()
+pub fn sandbox_exhausted(episodes: &[arl_core::Episode]) -> u64 {
+    episodes.iter().filter_map(|e| e.stats.counters.get(arl_core::SANDBOX_EXHAUSTED)).sum()
 }
 
 /// The process's peak resident set size in MiB (`getrusage(RUSAGE_SELF)`), where the OS
@@ -266,12 +266,12 @@ pub fn peak_rss_mb() -> Option<f64> {
 mod tests {
     #[test]
     fn exhausted_sandbox_jobs_are_summed_over_the_step() {
-        let mut a = crate::Episode::default();
-        a.stats.bump(crate::SANDBOX_EXHAUSTED);
-        a.stats.bump(crate::SANDBOX_EXHAUSTED);
-        let mut b = crate::Episode::default();
+        let mut a = arl_core::Episode::default();
+        a.stats.bump(arl_core::SANDBOX_EXHAUSTED);
+        a.stats.bump(arl_core::SANDBOX_EXHAUSTED);
+        let mut b = arl_core::Episode::default();
         b.stats.bump("edits");
-        assert_eq!(super::sandbox_exhausted(&[a, b, crate::Episode::default()]), 2);
+        assert_eq!(super::sandbox_exhausted(&[a, b, arl_core::Episode::default()]), 2);
         let m = super::StepMetrics { sandbox_exhausted: 2, ..Default::default() };
         let line = m.console_line(1, 0.0, None);
         assert!(line.ends_with("sandbox_exhausted 2"), "{line}");
@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn reward_components_are_averaged_per_step_and_shown_compactly() {
         let episode = |hash: f64, format: f64| {
-            let mut e = crate::Episode { reward: hash + 2.0 * format, ..Default::default() };
+            let mut e = arl_core::Episode { reward: hash + 2.0 * format, ..Default::default() };
             e.stats.rewards = [("hash".to_string(), hash), ("format-hash".to_string(), format)].into();
             e.stats.solved = Some(hash >= 1.0);
             e
@@ -327,7 +327,7 @@ mod tests {
         let means = super::reward_components(&episodes);
         assert_eq!(means, [("format-hash".to_string(), 0.625), ("hash".to_string(), 0.25)].into());
         assert_eq!(episodes.iter().filter(|e| e.solved()).count(), 1, "format credit alone (reward 2) is not solved");
-        assert!(super::reward_components(&[crate::Episode::default()]).is_empty());
+        assert!(super::reward_components(&[arl_core::Episode::default()]).is_empty());
         let m = super::StepMetrics { step: 1, rewards: means, ..Default::default() };
         let line = m.console_line(2, 0.0, None);
         assert!(line.starts_with("step 1/2  reward 0.000 (format-hash 0.625 hash 0.250)  pass 0.000"), "{line}");

@@ -30,11 +30,11 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::chat::{ChatCodec, ChatError, Conversation};
-use crate::config::TrainOn;
-use crate::message::MessageToolCall;
-use crate::tool::ToolCall;
-use crate::{Message, Role, ToolSchema};
+use arl_core::chat::{ChatCodec, ChatError, Conversation};
+use arl_core::config::TrainOn;
+use arl_core::message::MessageToolCall;
+use arl_core::tool::ToolCall;
+use arl_core::{Message, Role, ToolSchema};
 
 /// One conversation of the file.
 #[derive(Clone, Debug, PartialEq)]

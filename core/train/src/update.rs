@@ -32,10 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use super::micro::MicroBatching;
-use crate::Episode;
-use crate::config::ZeroAdvantageMinibatch;
-use crate::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
-use crate::policy::{Policy, ScoreParams, TrainablePolicy};
+use arl_core::Episode;
+use arl_core::config::ZeroAdvantageMinibatch;
+use arl_core::loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2};
+use arl_core::policy::{Policy, ScoreParams, TrainablePolicy};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpdateOptions {
@@ -168,7 +168,7 @@ pub fn recompute_in(
     score_batches(&|s, p, params| policy.score(s, Some(p), params), episodes, &batches, params)
 }
 
-type ScoreFn<'a> = dyn Fn(&[Vec<u32>], &[Vec<usize>], ScoreParams) -> Result<crate::policy::Scores, crate::policy::PolicyError> + 'a;
+type ScoreFn<'a> = dyn Fn(&[Vec<u32>], &[Vec<usize>], ScoreParams) -> Result<arl_core::policy::Scores, arl_core::policy::PolicyError> + 'a;
 
 /// Score the episodes of each batch together with `score` and bring the values to the host
 /// (any autodiff graph is dropped with the tensors); every episode must be in exactly one

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
 use super::{Claim, Heartbeat, Index, Issued, Layout, PROTOCOL, TrainerBeat, read_json, write_atomic};
-use crate::config::ClusterConfig;
-use crate::policy::{Policy, TrainablePolicy};
-use crate::train::TrainError;
-use crate::train::rounds::{Faults, RolloutExecutor, RoundOutput, RoundSpec};
+use crate::TrainError;
+use crate::rounds::{Faults, RolloutExecutor, RoundOutput, RoundSpec};
+use arl_core::config::ClusterConfig;
+use arl_core::policy::{Policy, TrainablePolicy};
 
 /// How often the trainer looks for results and stale leases.
 const POLL: Duration = Duration::from_millis(10);
@@ -286,9 +286,9 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
-    use crate::train::dist::try_claim;
-    use crate::train::dist::wire::RoundResult;
+    use crate::dist::try_claim;
+    use crate::dist::wire::RoundResult;
+    use arl_core::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
 
     /// The trainer's policy, which a coordinator never samples with.
     struct Unused;
@@ -342,8 +342,10 @@ mod tests {
     #[test]
     fn a_lost_round_is_issued_again_and_the_first_result_of_any_attempt_is_taken() {
         let (mut c, layout, spec) = coordinator("late", 3);
-        let output =
-            RoundOutput { episodes: vec![crate::Episode { task_id: "t".into(), reward: 0.5, ..Default::default() }], ..Default::default() };
+        let output = RoundOutput {
+            episodes: vec![arl_core::Episode { task_id: "t".into(), reward: 0.5, ..Default::default() }],
+            ..Default::default()
+        };
         // w3 claims attempt 0 and stops beating; once the round is issued again, its result
         // arrives after all (slow, not dead): it is taken, and attempt 1 is never waited for.
         let (w, late) = (layout.clone(), output.clone());

@@ -19,9 +19,9 @@ use super::TrainError;
 use super::batch::merge;
 use super::offpolicy::sampler::round_seed;
 use super::rollout::{RolloutOptions, RolloutStats, rollout};
-use crate::chat::ChatCodec;
-use crate::policy::{Policy, SamplingParams, TrainablePolicy};
-use crate::{Env, Episode, Task};
+use arl_core::chat::ChatCodec;
+use arl_core::policy::{Policy, SamplingParams, TrainablePolicy};
+use arl_core::{Env, Episode, Task};
 
 /// One round of rollout work, as the trainer issues it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use super::micro::MicroBatching;
-use crate::chat::{ChatCodec, Conversation};
-use crate::policy::{FinishReason, Policy, SamplingParams};
-use crate::toolcall::parse_turn;
-use crate::{Env, EnvSession, Episode, EpisodeFinish, Message, Outcome, Step, Task};
+use arl_core::chat::{ChatCodec, Conversation};
+use arl_core::policy::{FinishReason, Policy, SamplingParams};
+use arl_core::toolcall::parse_turn;
+use arl_core::{Env, EnvSession, Episode, EpisodeFinish, Message, Outcome, Step, Task};
 
 /// How episodes are rolled out.
 #[derive(Clone, Debug, PartialEq)]
@@ -223,9 +223,9 @@ fn mix(seed: u64, turn: u64, chunk: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::ChatError;
-    use crate::policy::{Generation, PolicyError, ScoreParams, Scores};
-    use crate::{EnvError, EpisodeStats, Split, ToolSchema};
+    use arl_core::chat::ChatError;
+    use arl_core::policy::{Generation, PolicyError, ScoreParams, Scores};
+    use arl_core::{EnvError, EpisodeStats, Split, ToolSchema};
 
     /// One-turn episodes whose prompt is `task.data` tokens long.
     struct Lengths;
@@ -248,7 +248,7 @@ mod tests {
         fn messages(&self) -> &[Message] {
             &self.0
         }
-        fn step(&mut self, _: &crate::AssistantTurn) -> Result<Step, EnvError> {
+        fn step(&mut self, _: &arl_core::AssistantTurn) -> Result<Step, EnvError> {
             Ok(Step::Done(Outcome { reward: 1.0, stats: EpisodeStats { turns: 1, ..Default::default() } }))
         }
         fn finish(&mut self) -> Result<Outcome, EnvError> {

@@ -20,12 +20,12 @@ use super::offpolicy::{self, AsyncSampling};
 use super::rollout::{RolloutOptions, RolloutStats};
 use super::rounds::{LocalRollouts, Plan, RolloutExecutor, RoundContext, concat};
 use super::update::{UpdateOptions, recompute_in, update_with_reference};
-use crate::chat::ChatCodec;
-use crate::config::KlPlacement;
-use crate::eval::{Bootstrap, PairedDifference, paired_difference};
-use crate::loss::{Aggregation, PolicyLoss};
-use crate::policy::{Policy, SamplingParams, ScoreParams, TrainablePolicy};
-use crate::{AdvantageFn, Env, Episode, RunConfig, Split};
+use arl_core::chat::ChatCodec;
+use arl_core::config::KlPlacement;
+use arl_core::eval::{Bootstrap, PairedDifference, paired_difference};
+use arl_core::loss::{Aggregation, PolicyLoss};
+use arl_core::policy::{Policy, SamplingParams, ScoreParams, TrainablePolicy};
+use arl_core::{AdvantageFn, Env, Episode, RunConfig, Split};
 
 /// The concrete pieces a run composes (built by name by the caller).
 pub struct Parts<'a> {
@@ -126,7 +126,7 @@ pub fn train_with(
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
     if rollouts.is_some() && config.trainer.max_steps_off_policy.is_some() {
-        return Err(TrainError::Config(crate::ConfigError::Invalid {
+        return Err(TrainError::Config(arl_core::ConfigError::Invalid {
             key: "trainer.max_steps_off_policy".into(),
             message: "rollout workers need lockstep training; unset it or roll out locally".into(),
         }));
@@ -278,8 +278,8 @@ pub fn train_with(
             plural(k as usize, "step"),
             config.trainer.groups_in_flight(),
             match config.trainer.weight_sync {
-                crate::config::WeightSync::Sync => "between rollout rounds",
-                crate::config::WeightSync::Background => "between turns",
+                arl_core::config::WeightSync::Sync => "between rollout rounds",
+                arl_core::config::WeightSync::Background => "between turns",
             },
             if k > 0 && !corrected {
                 "; note: no off-policy correction is set, so stale groups train as if the current weights sampled them \
@@ -546,7 +546,7 @@ pub fn check_sampling_for_training(config: &RunConfig) -> Result<(), TrainError>
     } else {
         return Ok(());
     };
-    Err(TrainError::Config(crate::ConfigError::Invalid {
+    Err(TrainError::Config(arl_core::ConfigError::Invalid {
         key: key.into(),
         message: "training samples from the whole distribution (scoring does not replay top-k/top-p truncation, so \
                   sampler and trainer log-probabilities would differ); unset it (temperature is allowed)"
@@ -631,7 +631,7 @@ fn step_metrics(
         zero_variance_groups: b.groups_zero_variance as f64 / groups,
         zero_variance_skipped: (b.groups_sampled - b.groups_kept) as f64 / groups,
         identical_nonzero_groups: b.groups_identical_nonzero as f64 / groups,
-        prompts_over_budget: episodes.iter().filter(|e| e.stats.finish == Some(crate::EpisodeFinish::PromptBudget)).count(),
+        prompts_over_budget: episodes.iter().filter(|e| e.stats.finish == Some(arl_core::EpisodeFinish::PromptBudget)).count(),
         sampling_attempts: b.attempts,
         shaped_reward_mean: b.shaped_reward_mean,
         overlong_penalty_mean: b.overlong_penalty_mean,
@@ -774,7 +774,7 @@ fn step_tasks(batch: &super::batch::StepBatch) -> Vec<String> {
 fn infra_reasons(lost: &[Episode]) -> String {
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
     for e in lost {
-        for key in [crate::SANDBOX_EXHAUSTED, crate::SANDBOX_FAILED, crate::HARNESS_FAILED, "env_process_errors"] {
+        for key in [arl_core::SANDBOX_EXHAUSTED, arl_core::SANDBOX_FAILED, arl_core::HARNESS_FAILED, "env_process_errors"] {
             if let Some(n) = e.stats.counters.get(key) {
                 *counts.entry(key).or_default() += n;
             }
@@ -794,6 +794,6 @@ pub fn plural(n: usize, noun: &str) -> String {
 /// A seeded permutation of 0..n (Fisher–Yates with splitmix64).
 pub(crate) fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();
-    crate::rng::SplitMix64(seed ^ 0x5eed).shuffle(&mut v);
+    arl_core::rng::SplitMix64(seed ^ 0x5eed).shuffle(&mut v);
     v
 }

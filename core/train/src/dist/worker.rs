@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::wire::{self, RoundResult};
 use super::{Claim, Heartbeat, Index, Layout, PROTOCOL, TrainerBeat, read_json, try_claim, write_atomic};
-use crate::policy::Policy;
-use crate::train::TrainError;
-use crate::train::rounds::{RoundContext, run_round};
+use crate::TrainError;
+use crate::rounds::{RoundContext, run_round};
+use arl_core::policy::Policy;
 
 /// The environment variable of the fault hook (tests): `die-holding-round:N` makes the worker
 /// that claims round N's first attempt kill itself (SIGKILL) while holding it;

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::train::TrainError;
-use crate::train::rounds::{RoundOutput, RoundSpec};
+use crate::TrainError;
+use crate::rounds::{RoundOutput, RoundSpec};
 
 /// `results/r{id}.a{attempt}.cbor`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,8 +35,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::train::rollout::RolloutStats;
-    use crate::{Episode, EpisodeFinish, EpisodeStats, Message};
+    use crate::rollout::RolloutStats;
+    use arl_core::{Episode, EpisodeFinish, EpisodeStats, Message};
 
     fn episode(logprobs: Vec<f32>, reward: f64) -> Episode {
         let n = logprobs.len();

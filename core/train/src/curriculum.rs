@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{DifficultyConfig, TaskSampler, TrainerConfig};
-use crate::rng::SplitMix64;
-use crate::{Episode, Task};
+use arl_core::config::{DifficultyConfig, TaskSampler, TrainerConfig};
+use arl_core::rng::SplitMix64;
+use arl_core::{Episode, Task};
 
 /// The size of each difficulty pool when a step starts drawing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -213,7 +213,7 @@ fn draw_one(config: &DifficultyConfig, rng: &mut SplitMix64, recent: &[VecDeque<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Split;
+    use arl_core::Split;
 
     fn tasks(n: usize) -> Vec<Task> {
         (0..n).map(|i| Task { id: format!("t{i}"), family: "f".into(), split: Split::Train, data: serde_json::Value::Null }).collect()
@@ -245,7 +245,7 @@ mod tests {
         let c = TrainerConfig { seed: 3, ..TrainerConfig::default() };
         let mut a = Curriculum::new(&c, &t, 0, None).unwrap();
         let first: Vec<usize> = (0..4).flat_map(|_| a.draw(3)).collect();
-        let order = crate::train::trainer::shuffled(5, 3);
+        let order = crate::trainer::shuffled(5, 3);
         assert_eq!(first, (0..12).map(|j| order[j % 5]).collect::<Vec<_>>());
         // Resuming at a data position continues the same sequence.
         let mut b = Curriculum::new(&c, &t, 6, None).unwrap();

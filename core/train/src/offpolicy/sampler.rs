@@ -6,12 +6,12 @@ use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::chat::ChatCodec;
-use crate::config::WeightSync;
-use crate::policy::{Generation, Policy, PolicyError, SamplingParams, ScoreParams, Scores};
-use crate::train::TrainError;
-use crate::train::rollout::{RolloutOptions, RolloutStats, rollout};
-use crate::{Env, Episode, Task};
+use crate::TrainError;
+use crate::rollout::{RolloutOptions, RolloutStats, rollout};
+use arl_core::chat::ChatCodec;
+use arl_core::config::WeightSync;
+use arl_core::policy::{Generation, Policy, PolicyError, SamplingParams, ScoreParams, Scores};
+use arl_core::{Env, Episode, Task};
 
 /// A snapshot of the weights after `version` trainer steps.
 pub struct Published {
@@ -273,7 +273,7 @@ mod tests {
             self.prefilled += prompts.iter().map(|p| p.len() as u64).sum::<u64>();
             Ok(prompts
                 .iter()
-                .map(|_| Generation { ids: vec![self.id], sampler_logprobs: vec![0.0], finish: crate::policy::FinishReason::Stop })
+                .map(|_| Generation { ids: vec![self.id], sampler_logprobs: vec![0.0], finish: arl_core::policy::FinishReason::Stop })
                 .collect())
         }
         fn score(&self, _: &[Vec<u32>], _: Option<&[Vec<usize>]>, _: ScoreParams) -> Result<Scores, PolicyError> {

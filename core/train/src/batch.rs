@@ -12,7 +12,7 @@
 //!   variance are in hand or the attempts run out; surplus groups are dropped in order.
 //! - **Overlong masking**: with `mask_truncated`, episodes cut by a budget keep their place in
 //!   the group statistics but leave the loss.
-//! - **Infrastructure failures** ([`EpisodeStats::infra_failed`](crate::EpisodeStats)): an
+//! - **Infrastructure failures** ([`EpisodeStats::infra_failed`](arl_core::EpisodeStats)): an
 //!   episode the sandbox, the grading harness or an env process lost (not the model) leaves the
 //!   batch before anything else looks at it — its group's statistics, filtering, advantages,
 //!   reward terms and the loss — exactly as if it had never been sampled; it is counted
@@ -28,10 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use super::rollout::{RolloutOptions, RolloutStats, rollout};
-use crate::chat::ChatCodec;
-use crate::config::KlEstimator;
-use crate::policy::{Policy, SamplingParams};
-use crate::{AdvantageFn, AdvantageInput, Env, Episode, Task};
+use arl_core::chat::ChatCodec;
+use arl_core::config::KlEstimator;
+use arl_core::policy::{Policy, SamplingParams};
+use arl_core::{AdvantageFn, AdvantageInput, Env, Episode, Task};
 
 /// How a step's batch is assembled (from `[trainer]` and `[sampling]`).
 #[derive(Clone, Debug, PartialEq)]
@@ -281,7 +281,7 @@ mod tests {
     /// GRPO's group-normalized advantage (mean and population std per group).
     struct GroupNorm;
     impl AdvantageFn for GroupNorm {
-        fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, crate::LossError> {
+        fn advantages(&self, input: &AdvantageInput<'_>) -> Result<Vec<f64>, arl_core::LossError> {
             let of =
                 |g: usize| -> Vec<f64> { input.rewards.iter().zip(input.group_ids).filter(|(_, h)| **h == g).map(|(r, _)| *r).collect() };
             Ok(input
@@ -307,7 +307,7 @@ mod tests {
             sampler_logprobs: vec![-0.5; tokens + 1],
             turn_ids: vec![0; tokens + 1],
             reward,
-            stats: crate::EpisodeStats { infra_failed, ..Default::default() },
+            stats: arl_core::EpisodeStats { infra_failed, ..Default::default() },
             ..Episode::default()
         }
     }

@@ -12,14 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use super::data::{SftDataError, SftSequence, read_jsonl, render};
 use super::step::{mean_nll, sft_step};
-use crate::RunConfig;
-use crate::chat::ChatCodec;
-use crate::loss::PolicyLoss;
-use crate::policy::TrainablePolicy;
-use crate::train::TrainError;
-use crate::train::checkpoint::{self, TrainerState};
-use crate::train::micro::MicroBatching;
-use crate::train::trainer::{MAX_NON_FINITE_STEPS, RunMeta, shuffled};
+use crate::TrainError;
+use crate::checkpoint::{self, TrainerState};
+use crate::micro::MicroBatching;
+use crate::trainer::{MAX_NON_FINITE_STEPS, RunMeta, shuffled};
+use arl_core::RunConfig;
+use arl_core::chat::ChatCodec;
+use arl_core::loss::PolicyLoss;
+use arl_core::policy::TrainablePolicy;
 
 /// The pieces an SFT run composes (built by the caller).
 pub struct SftParts<'a> {
@@ -261,7 +261,7 @@ pub fn train_sft(
             heldout_loss,
             tokens_per_s: if st.seconds > 0.0 { all_tokens as f64 / st.seconds } else { 0.0 },
             step_seconds: st.seconds,
-            peak_rss_mb: crate::train::metrics::peak_rss_mb(),
+            peak_rss_mb: crate::metrics::peak_rss_mb(),
         };
         writeln!(metrics_file, "{}", serde_json::to_string(&m).expect("metrics serialize")).map_err(TrainError::at(&metrics_path))?;
         metrics_file.flush().map_err(TrainError::at(&metrics_path))?;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use super::checkpoint::{self, TrainerState};
-use crate::{ConfigError, RunConfig};
+use arl_core::{ConfigError, RunConfig};
 
 /// The file that says which run owns a folder.
 pub const RUN_FILE: &str = "run.json";

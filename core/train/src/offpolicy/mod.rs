@@ -1,6 +1,6 @@
 //! Async off-policy training (`trainer.max_steps_off_policy`): a rollout thread
 //! ([`sampler`]) keeps sampling with a versioned snapshot of the weights
-//! ([`TrainablePolicy::snapshot`](crate::policy::TrainablePolicy::snapshot)) while the
+//! ([`TrainablePolicy::snapshot`](arl_core::policy::TrainablePolicy::snapshot)) while the
 //! trainer steps; the trainer takes complete groups in the order they were started, drops
 //! those sampled by weights more than k steps older than its own (counted apart from
 //! zero-variance groups), and publishes its new weights after every step.
@@ -30,8 +30,8 @@ use super::TrainError;
 use super::batch::{BatchOptions, RewardTerms, StepBatch, collect_from, merge};
 use super::rollout::RolloutStats;
 use super::update::UpdateMetrics;
-use crate::policy::TrainablePolicy;
-use crate::{AdvantageFn, Episode};
+use arl_core::policy::TrainablePolicy;
+use arl_core::{AdvantageFn, Episode};
 
 /// The async part of a step's metrics (`off_policy` in `metrics.jsonl`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -25,9 +25,9 @@ pub mod update;
 
 use thiserror::Error;
 
-use crate::chat::ChatError;
-use crate::policy::PolicyError;
-use crate::{ConfigError, EnvError, LossError};
+use arl_core::chat::ChatError;
+use arl_core::policy::PolicyError;
+use arl_core::{ConfigError, EnvError, LossError};
 
 /// Why a training run stopped with an error (never a model mistake: those are statistics).
 #[derive(Debug, Error)]

@@ -5,8 +5,8 @@
 //! key ([`ConfigError`]) or the repeated id; a budget that only some prompts exceed is a warning.
 
 use super::TrainError;
-use crate::chat::ChatCodec;
-use crate::{ConfigError, Env, RunConfig, Split};
+use arl_core::chat::ChatCodec;
+use arl_core::{ConfigError, Env, RunConfig, Split};
 
 /// What the preflight found that is worth saying but not an error.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,7 +44,7 @@ fn prompt_limit(config: &RunConfig, env: &dyn Env) -> (usize, &'static str) {
 fn prompt_budget(config: &RunConfig, env: &dyn Env, codec: &dyn ChatCodec, split: Split) -> Result<Option<String>, TrainError> {
     let tasks = env.tasks(split)?;
     if split == Split::Heldout {
-        crate::eval::distinct_task_ids(tasks.iter().map(|t| t.id.as_str())).map_err(TrainError::Other)?;
+        arl_core::eval::distinct_task_ids(tasks.iter().map(|t| t.id.as_str())).map_err(TrainError::Other)?;
     }
     if tasks.is_empty() {
         return Ok(None);

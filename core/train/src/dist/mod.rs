@@ -16,7 +16,7 @@
 //!   `cluster.worker_idle_timeout_s` exits (the trainer died without `STOP`);
 //! - `results/{incarnation}.r{id}.a{attempt}.cbor`: the round's episodes, bit-exact ([`wire`]); a round's
 //!   claims and results are deleted once the trainer has collected it;
-//! - `weights/v{N}/`: the weights after N steps ([`TrainablePolicy::save`](crate::policy::TrainablePolicy::save):
+//! - `weights/v{N}/`: the weights after N steps ([`TrainablePolicy::save`](arl_core::policy::TrainablePolicy::save):
 //!   LoRA's adapter only), pruned once no issued round names them;
 //! - `STOP`: the run is over; workers exit.
 //!

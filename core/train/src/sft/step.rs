@@ -12,10 +12,10 @@ use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use super::data::SftSequence;
-use crate::loss::{Aggregation, LossInput, Normalizer, PolicyLoss, T2};
-use crate::policy::{Policy, ScoreParams, TrainablePolicy};
-use crate::train::TrainError;
-use crate::train::micro::MicroBatching;
+use crate::TrainError;
+use crate::micro::MicroBatching;
+use arl_core::loss::{Aggregation, LossInput, Normalizer, PolicyLoss, T2};
+use arl_core::policy::{Policy, ScoreParams, TrainablePolicy};
 
 /// What one SFT step did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

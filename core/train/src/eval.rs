@@ -1,6 +1,6 @@
 //! Held-out evaluation: `n` episodes per task, pass@1 per task with counts, the overall
-//! pass@1 with a task-level bootstrap interval (see [`crate::eval`]). Episodes lost to
-//! infrastructure failures ([`crate::EpisodeStats::infra_failed`]) are not counted (a task that
+//! pass@1 with a task-level bootstrap interval (see [`arl_core::eval`]). Episodes lost to
+//! infrastructure failures ([`arl_core::EpisodeStats::infra_failed`]) are not counted (a task that
 //! lost all of them leaves the summary); `infra_failed` says how many.
 
 use std::collections::BTreeMap;
@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use super::TrainError;
 use super::rollout::{RolloutOptions, rollout};
-use crate::chat::ChatCodec;
-use crate::eval::{Bootstrap, PassSummary, TaskCount, distinct_task_ids, summarize};
-use crate::policy::Policy;
-use crate::{Env, Episode, EpisodeFinish, Split};
+use arl_core::chat::ChatCodec;
+use arl_core::eval::{Bootstrap, PassSummary, TaskCount, distinct_task_ids, summarize};
+use arl_core::policy::Policy;
+use arl_core::{Env, Episode, EpisodeFinish, Split};
 
 /// One evaluation of a policy on a held-out split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -153,9 +153,9 @@ pub fn evaluate_split(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::ChatError;
-    use crate::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
-    use crate::{EnvError, EnvSession, Message, Task, ToolSchema};
+    use arl_core::chat::ChatError;
+    use arl_core::policy::{Generation, PolicyError, SamplingParams, ScoreParams, Scores};
+    use arl_core::{EnvError, EnvSession, Message, Task, ToolSchema};
 
     /// Held-out tasks `a`, `b`, `a` (as a process env or an out-of-tree env may list them).
     struct Repeats;

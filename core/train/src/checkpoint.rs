@@ -26,9 +26,9 @@ use serde_json::Value;
 use super::TrainError;
 use super::eval::Evaluation;
 use super::metrics::StepMetrics;
-use crate::RunConfig;
-use crate::chat::ChatCodec;
-use crate::policy::TrainablePolicy;
+use arl_core::RunConfig;
+use arl_core::chat::ChatCodec;
+use arl_core::policy::TrainablePolicy;
 
 /// The loop's own state at a checkpoint: `trainer_state.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -107,7 +107,7 @@ pub struct Cadence {
 }
 
 impl Cadence {
-    pub fn new(trainer: &crate::config::TrainerConfig) -> Self {
+    pub fn new(trainer: &arl_core::config::TrainerConfig) -> Self {
         // Validated finite and ≥ 0; one too large for a `Duration` waits for ever.
         let interval = std::time::Duration::try_from_secs_f64(trainer.checkpoint_interval_s.max(0.0)).unwrap_or(std::time::Duration::MAX);
         Self { every: trainer.checkpoint_every, interval, last: std::time::Instant::now() }
@@ -243,7 +243,7 @@ pub fn resume(
     config: &RunConfig,
 ) -> Result<(PathBuf, TrainerState), TrainError> {
     let Some((dir, state)) = latest_of(out, run_id)? else {
-        return Err(TrainError::Config(crate::ConfigError::Invalid {
+        return Err(TrainError::Config(arl_core::ConfigError::Invalid {
             key: "trainer.resume".into(),
             message: format!(
                 "no checkpoint in {} (checkpoints are written every trainer.checkpoint_every steps, at most one per trainer.checkpoint_interval_s); run without --resume to start",
@@ -263,7 +263,7 @@ pub fn differing_key(saved: &RunConfig, now: &RunConfig) -> Option<String> {
     let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     keys.into_iter()
         .filter(|k| !MAY_DIFFER.contains(&k.as_str()) && !k.starts_with("cluster.slurm."))
-        .filter(|k| !(k.as_str() == "trainer.steps" && now.trainer.lr_schedule == crate::config::LrSchedule::Constant))
+        .filter(|k| !(k.as_str() == "trainer.steps" && now.trainer.lr_schedule == arl_core::config::LrSchedule::Constant))
         .find(|k| a.get(*k) != b.get(*k))
         .cloned()
 }
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn the_cadence_waits_out_the_interval() {
-        let mut t = crate::config::TrainerConfig { checkpoint_every: 2, checkpoint_interval_s: 0.0, ..Default::default() };
+        let mut t = arl_core::config::TrainerConfig { checkpoint_every: 2, checkpoint_interval_s: 0.0, ..Default::default() };
         let every_other = Cadence::new(&t);
         assert_eq!((1..=6).map(|s| every_other.due(s)).collect::<Vec<_>>(), [false, true, false, true, false, true]);
         t.checkpoint_interval_s = 0.2;
@@ -343,7 +343,7 @@ mod tests {
         now.trainer.lr = 3e-4;
         assert_eq!(differing_key(&saved, &now).as_deref(), Some("trainer.lr"));
         let mut cosine = saved.clone();
-        cosine.trainer.lr_schedule = crate::config::LrSchedule::Cosine;
+        cosine.trainer.lr_schedule = arl_core::config::LrSchedule::Cosine;
         let mut longer = cosine.clone();
         longer.trainer.steps += 1;
         assert_eq!(differing_key(&cosine, &longer).as_deref(), Some("trainer.steps"));

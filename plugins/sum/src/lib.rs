@@ -6,7 +6,7 @@
 //! deterministic task bank with a held-out split, an [`EnvSession`] per episode (here a
 //! [`SingleTurn`]: one reply, graded), and one
 //! `arl_core::register!` line. To ship a plugin of your own, copy this crate, rename it,
-//! and add `use your_crate as _;` to `plugins/link` (or reference it from your binary).
+//! and add `use your_crate as _;` to `plugins` (or reference it from your binary).
 
 use std::sync::Arc;
 
