@@ -77,8 +77,9 @@ impl<'a> HeldOut<'a> {
             }
             let stage = format!("eval {when}, {split}");
             log(&format!("{stage}: {} per task", plural(self.n, "episode")));
-            let e =
-                evaluate_split(self.env, self.codec, policy, split, self.n, &self.opts, &self.bootstrap, &mut |d, t| progress(&stage, d, t))?;
+            let e = evaluate_split(self.env, self.codec, policy, split, self.n, &self.opts, &self.bootstrap, &mut |d, t| {
+                progress(&stage, d, t)
+            })?;
             log(&eval_line(when, &e));
             out[slot] = Some(e);
             save(&*policy, &out)?;

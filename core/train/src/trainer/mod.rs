@@ -20,8 +20,8 @@ use std::time::Instant;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use self::options::{batch_options, check_sampling_for_training, eval_options, response_budget, rollout_options, update_options};
 use self::held_out::HeldOut;
+pub use self::options::{batch_options, check_sampling_for_training, eval_options, response_budget, rollout_options, update_options};
 use crate::TrainError;
 use crate::checkpoint::TrainerState;
 use crate::eval::Evaluation;

@@ -165,11 +165,8 @@ pub(super) fn train_steps(
                 a.discarded_in_flight = std::mem::take(&mut discarded);
                 m.off_policy = Some(a);
             }
-            let position = Position {
-                cursor,
-                in_flight: sampler.as_ref().map_or(0, AsyncSampling::in_flight),
-                task_sampler: curriculum.state(),
-            };
+            let position =
+                Position { cursor, in_flight: sampler.as_ref().map_or(0, AsyncSampling::in_flight), task_sampler: curriculum.state() };
             ledger.record(&*policy, m, &batch, &upd, position, log)?;
         }
         // Dropping the sampler stops the rollout thread; what it had in flight is discarded.
@@ -382,14 +379,7 @@ impl<'r> Ledger<'r> {
     }
 }
 
-fn step_metrics(
-    step: u32,
-    episodes: &[Episode],
-    b: &BatchStats,
-    r: &RolloutStats,
-    u: &UpdateMetrics,
-    seconds: f64,
-) -> StepMetrics {
+fn step_metrics(step: u32, episodes: &[Episode], b: &BatchStats, r: &RolloutStats, u: &UpdateMetrics, seconds: f64) -> StepMetrics {
     let n = episodes.len().max(1) as f64;
     let calls: u64 = episodes.iter().map(|e| e.stats.tool_calls as u64).sum();
     let mut finish = BTreeMap::new();
