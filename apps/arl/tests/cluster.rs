@@ -237,6 +237,45 @@ fn procs_workers_with_one_killed_train_exactly_as_the_local_run() {
 }
 
 #[test]
+fn pinned_off_policy_workers_with_one_killed_train_exactly_as_the_local_run() {
+    let pinned = ["--set", "trainer.max_steps_off_policy=1", "--set", "trainer.weight_sync=\"pinned\""];
+    let local = out_dir("pinned-local");
+    let out = run(&local, &pinned, None);
+    check(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pinned off-policy sampling"), "{}", String::from_utf8_lossy(&out.stdout));
+    let procs = out_dir("pinned-procs");
+    let workers = ["--launcher", "procs", "--rollout-workers", "3", "--set", "cluster.lease_timeout_s=2"];
+    check(&run(&procs, &[&pinned[..], &workers[..]].concat(), Some("die-holding-round:5")));
+    let (a, b) = (steps(&local), steps(&procs));
+    assert_eq!((a.len(), b.len()), (4, 4));
+    for (x, y) in a.iter().zip(&b) {
+        for key in DETERMINISTIC {
+            assert_eq!(x[key], y[key], "step {}: {key}", x["step"]);
+        }
+        assert!(x["grad_norm"].as_f64().unwrap() > 0.0, "{x}");
+    }
+    // Rounds 0–7 (steps 1 and 2) are issued at the start; round 5 is step 2's second.
+    assert!(b[1]["rounds_retried"].as_u64().unwrap() >= 1, "{}", b[1]);
+    let weights = |dir: &Path| sha256(&dir.join("checkpoints/final/model.safetensors"));
+    assert_eq!(weights(&local), weights(&procs));
+
+    // Not lockstep: step 1 is the same run (the initial weights sample it either way), step 2
+    // was sampled by the initial weights, not by step 1's.
+    let lockstep = out_dir("pinned-lockstep");
+    check(&run(&lockstep, &[], None));
+    let c = steps(&lockstep);
+    assert_eq!(a[0]["loss"], c[0]["loss"]);
+    assert_eq!(a[1]["tasks"], c[1]["tasks"], "the same tasks at the same data position");
+    assert_ne!(
+        a[1]["policy_tokens"].to_string() + &a[1]["loss"].to_string(),
+        c[1]["policy_tokens"].to_string() + &c[1]["loss"].to_string()
+    );
+    for dir in [&local, &procs, &lockstep] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
 fn lora_workers_load_the_published_adapter_and_train_as_the_local_run() {
     let lora = ["--lora", "--set", "trainer.steps=2"];
     let local = out_dir("lora-local");

@@ -104,8 +104,12 @@ pub struct TrainerConfig {
     /// When the rollout thread takes newly published weights: `sync`, at the start of its
     /// next rollout round (every episode of a round sampled by one version); `background`, as
     /// soon as they are published, between the turns of running episodes (an episode counts
-    /// from the oldest version that sampled any of its round's turns). Only with
-    /// `max_steps_off_policy`.
+    /// from the oldest version that sampled any of its round's turns); `pinned`, by the
+    /// schedule and never by timing: step s samples with the weights after max(0, s − k)
+    /// steps (k = `max_steps_off_policy` ≥ 1), its rollout rounds issued to the rollout
+    /// executor as soon as those weights are published (rollout workers sample them while the
+    /// trainer updates; locally they run in turn), so every launcher reproduces the same run.
+    /// Only with `max_steps_off_policy`.
     pub weight_sync: WeightSync,
     /// How a step picks its training tasks: `uniform`, every task in turn in a seeded
     /// order; `difficulty`, mostly tasks whose recent pass rate is inside
@@ -216,6 +220,9 @@ pub enum WeightSync {
     Sync,
     /// Between the turns of running episodes (in-flight weight updates).
     Background,
+    /// By the schedule: step s samples with the weights after max(0, s − k) steps, in the
+    /// rollout executor (no rollout thread); the same run with every launcher.
+    Pinned,
 }
 
 /// What a minibatch with no row to train does (`trainer.zero_advantage_minibatch`).

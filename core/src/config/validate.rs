@@ -191,6 +191,22 @@ fn cross(c: &RunConfig) -> Result<(), ConfigError> {
             return Err(invalid("trainer.weight_sync", lockstep));
         }
     }
+    if t.weight_sync == super::WeightSync::Pinned {
+        if t.max_steps_off_policy == Some(0) {
+            return Err(out_of_range(
+                "trainer.max_steps_off_policy",
+                0,
+                "≥ 1 with trainer.weight_sync = \"pinned\"",
+                "pinned with k = 0 is lockstep: unset both",
+            ));
+        }
+        if t.groups_in_flight.is_some() {
+            return Err(invalid(
+                "trainer.groups_in_flight",
+                "is set but trainer.weight_sync is `pinned` (its schedule keeps k + 1 steps of groups issued, no rollout thread); unset it",
+            ));
+        }
+    }
     let d = &t.difficulty;
     if d.band[0] >= d.band[1] {
         return Err(out_of_range("trainer.difficulty.band", format!("{:?}", d.band), "[lo, hi] with 0 ≤ lo < hi ≤ 1", ""));
@@ -259,12 +275,12 @@ fn cluster(c: &RunConfig) -> Result<(), ConfigError> {
             "a step's groups are split into rounds of equal size",
         ));
     }
-    if k.launcher != super::Launcher::Local && t.max_steps_off_policy.is_some() {
+    if k.launcher != super::Launcher::Local && t.max_steps_off_policy.is_some() && t.weight_sync != super::WeightSync::Pinned {
         return Err(invalid(
             "cluster.launcher",
             format!(
-                "`{}` needs lockstep training (async sampling's schedule depends on timing, so workers could not reproduce it); \
-                 unset trainer.max_steps_off_policy or use `local`",
+                "`{}` needs lockstep training or trainer.weight_sync=\"pinned\" (async sampling's schedule depends on timing, \
+                 so workers could not reproduce it); unset trainer.max_steps_off_policy, pin it, or use `local`",
                 k.launcher.name()
             ),
         ));
@@ -414,6 +430,13 @@ fn rollout_device(c: &RunConfig) -> Result<(), ConfigError> {
             key,
             "is set but trainer.max_steps_off_policy is not (lockstep training samples on the training device); \
              set trainer.max_steps_off_policy or unset it",
+        ));
+    }
+    if c.trainer.weight_sync == crate::config::WeightSync::Pinned {
+        return Err(invalid(
+            key,
+            "is set but trainer.weight_sync is `pinned` (its rounds run in the rollout executor: on the training device, \
+             or on rollout workers); unset it or use another weight_sync",
         ));
     }
     spec.backend.ensure_compiled_in().map_err(|message| invalid(key, message))
@@ -577,7 +600,28 @@ mod tests {
             (&["cluster.round_groups=0"], "config key `cluster.round_groups`: 0 is out of range; valid: ≥ 1"),
             (
                 &["cluster.launcher=\"procs\"", "trainer.max_steps_off_policy=1"],
-                "config key `cluster.launcher`: `procs` needs lockstep training (async sampling's schedule depends on timing, so workers could not reproduce it); unset trainer.max_steps_off_policy or use `local`",
+                "config key `cluster.launcher`: `procs` needs lockstep training or trainer.weight_sync=\"pinned\" (async sampling's \
+                 schedule depends on timing, so workers could not reproduce it); unset trainer.max_steps_off_policy, pin it, or use `local`",
+            ),
+            (
+                &["trainer.max_steps_off_policy=0", "trainer.weight_sync=\"pinned\""],
+                "config key `trainer.max_steps_off_policy`: 0 is out of range; valid: ≥ 1 with trainer.weight_sync = \"pinned\" \
+                 (pinned with k = 0 is lockstep: unset both)",
+            ),
+            (
+                &["trainer.max_steps_off_policy=1", "trainer.weight_sync=\"pinned\"", "trainer.groups_in_flight=4"],
+                "config key `trainer.groups_in_flight`: is set but trainer.weight_sync is `pinned` (its schedule keeps k + 1 steps \
+                 of groups issued, no rollout thread); unset it",
+            ),
+            (
+                &["trainer.max_steps_off_policy=1", "trainer.weight_sync=\"pinned\"", "model.rollout_device=\"cpu\""],
+                "config key `model.rollout_device`: is set but trainer.weight_sync is `pinned` (its rounds run in the rollout \
+                 executor: on the training device, or on rollout workers); unset it or use another weight_sync",
+            ),
+            (
+                &["trainer.weight_sync=\"pinned\""],
+                "config key `trainer.weight_sync`: is set but trainer.max_steps_off_policy is not (lockstep training has no \
+                 rollout thread); set trainer.max_steps_off_policy or unset it",
             ),
             (
                 &["trainer.steps=5", "trainer.warmup_steps=5"],

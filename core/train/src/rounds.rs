@@ -69,7 +69,18 @@ pub trait RolloutExecutor {
         policy: &mut dyn Policy,
         rounds: &[RoundSpec],
         progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Vec<RoundOutput>, TrainError>;
+    ) -> Result<Vec<RoundOutput>, TrainError> {
+        self.issue(policy, rounds, progress)?;
+        self.collect(rounds, progress)
+    }
+
+    /// Start `rounds`, to be [`collect`](Self::collect)ed later (pinned off-policy training
+    /// issues a step's rounds steps before it trains on them). `policy` is the trainer's own,
+    /// at the rounds' version: a local executor rolls them out here, with it.
+    fn issue(&mut self, policy: &mut dyn Policy, rounds: &[RoundSpec], progress: &mut dyn FnMut(usize, usize)) -> Result<(), TrainError>;
+
+    /// Wait for issued `rounds` and return their outputs in the same order.
+    fn collect(&mut self, rounds: &[RoundSpec], progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<RoundOutput>, TrainError>;
 
     /// Faults recovered from since the last call.
     fn take_faults(&mut self) -> Faults {
@@ -117,9 +128,18 @@ pub fn run_round(
     Ok(RoundOutput { episodes, stats })
 }
 
-/// Rounds in the trainer's process, with the trainer's policy.
+/// Rounds in the trainer's process, with the trainer's policy: each rolled out when it is
+/// issued, its output kept until it is collected.
 pub struct LocalRollouts<'a> {
     pub ctx: RoundContext<'a>,
+    /// Outputs of issued rounds not yet collected, by round id.
+    pub done: HashMap<u64, RoundOutput>,
+}
+
+impl<'a> LocalRollouts<'a> {
+    pub fn new(ctx: RoundContext<'a>) -> Self {
+        LocalRollouts { ctx, done: HashMap::new() }
+    }
 }
 
 impl RolloutExecutor for LocalRollouts<'_> {
@@ -127,21 +147,22 @@ impl RolloutExecutor for LocalRollouts<'_> {
         Ok(())
     }
 
-    fn run(
-        &mut self,
-        policy: &mut dyn Policy,
-        rounds: &[RoundSpec],
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Vec<RoundOutput>, TrainError> {
+    fn issue(&mut self, policy: &mut dyn Policy, rounds: &[RoundSpec], progress: &mut dyn FnMut(usize, usize)) -> Result<(), TrainError> {
         let total: usize = rounds.iter().map(|r| r.task_ids.len() * self.ctx.group_size).sum();
         let mut done = 0;
-        let mut out = Vec::with_capacity(rounds.len());
         for round in rounds {
             let r = run_round(&self.ctx, policy, round, &mut |d, _| progress(done + d, total))?;
             done += r.episodes.len();
-            out.push(r);
+            self.done.insert(round.id, r);
         }
-        Ok(out)
+        Ok(())
+    }
+
+    fn collect(&mut self, rounds: &[RoundSpec], _: &mut dyn FnMut(usize, usize)) -> Result<Vec<RoundOutput>, TrainError> {
+        rounds
+            .iter()
+            .map(|r| self.done.remove(&r.id).ok_or_else(|| TrainError::Other(format!("round {} was collected before it was issued", r.id))))
+            .collect()
     }
 }
 
@@ -153,8 +174,11 @@ pub struct Plan {
     pub prompts: usize,
     /// Groups per round (`cluster.round_groups`).
     pub round_groups: usize,
-    /// The trainer step (0-based); its weights version is the same number.
+    /// The trainer step (0-based) the rounds are for.
     pub step: u32,
+    /// The weights version that samples them: `step` in lockstep, older with pinned
+    /// off-policy training.
+    pub version: u32,
 }
 
 impl Plan {
@@ -175,7 +199,7 @@ impl Plan {
                 *next_id += 1;
                 RoundSpec {
                     id,
-                    version: self.step,
+                    version: self.version,
                     position: position + j * size,
                     group_base: group_base + j * size,
                     seed: round_seed(self.seed, step_start + j * size, self.prompts) ^ attempt_mix,
@@ -207,7 +231,7 @@ mod tests {
 
     #[test]
     fn one_round_per_step_keeps_the_seeds_before_rounds() {
-        let plan = Plan { seed: 7, prompts: 4, round_groups: 4, step: 3 };
+        let plan = Plan { seed: 7, prompts: 4, round_groups: 4, step: 3, version: 3 };
         let mut next = 0;
         for attempt in 0..3u32 {
             let r = plan.rounds(ids(4), 12, 0, attempt, &mut next);
@@ -221,7 +245,7 @@ mod tests {
 
     #[test]
     fn rounds_split_a_call_in_order_with_their_own_seeds() {
-        let plan = Plan { seed: 7, prompts: 4, round_groups: 1, step: 2 };
+        let plan = Plan { seed: 7, prompts: 4, round_groups: 1, step: 2, version: 2 };
         let mut next = 10;
         let r = plan.rounds(ids(4), 8, 0, 0, &mut next);
         assert_eq!(

@@ -205,13 +205,7 @@ impl RolloutExecutor for Coordinator {
         self.prune(version)
     }
 
-    fn run(
-        &mut self,
-        _: &mut dyn Policy,
-        rounds: &[RoundSpec],
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Vec<RoundOutput>, TrainError> {
-        let first = self.index.rounds.len();
+    fn issue(&mut self, _: &mut dyn Policy, rounds: &[RoundSpec], _: &mut dyn FnMut(usize, usize)) -> Result<(), TrainError> {
         for round in rounds {
             if !self.published.contains(&round.version) {
                 return Err(TrainError::Other(format!(
@@ -221,27 +215,38 @@ impl RolloutExecutor for Coordinator {
             }
             self.index.rounds.push(Issued { round: round.clone(), attempt: 0 });
         }
-        self.write_index()?;
+        self.write_index()
+    }
+
+    fn collect(&mut self, rounds: &[RoundSpec], progress: &mut dyn FnMut(usize, usize)) -> Result<Vec<RoundOutput>, TrainError> {
+        let place = |index: &Index, id: u64| index.rounds.iter().position(|r| r.round.id == id);
+        if let Some(r) = rounds.iter().find(|r| place(&self.index, r.id).is_none()) {
+            return Err(TrainError::Other(format!("round {} was collected before it was issued", r.id)));
+        }
         let mut outputs: Vec<Option<RoundOutput>> = vec![None; rounds.len()];
         let mut done = 0;
         let total_rounds = rounds.len();
         // Progress counts rounds here: a worker reports nothing before its round is done.
         progress(0, total_rounds);
         while done < total_rounds {
-            let pending: Vec<usize> = (0..rounds.len()).filter(|&j| outputs[j].is_none()).map(|j| first + j).collect();
-            for &i in &pending {
+            for (j, round) in rounds.iter().enumerate() {
+                if outputs[j].is_some() {
+                    continue;
+                }
+                let i = place(&self.index, round.id).expect("issued and not yet collected");
                 let Some(result) = self.result_of(&self.index.rounds[i])? else { continue };
                 let output = result.outcome.map_err(|message| {
                     TrainError::Other(format!("rollout worker w{} failed round {}: {message}", result.worker, result.round.id))
                 })?;
-                outputs[i - first] = Some(output);
+                outputs[j] = Some(output);
                 done += 1;
                 progress(done, total_rounds);
             }
             if done == total_rounds {
                 break;
             }
-            let pending: Vec<usize> = (0..rounds.len()).filter(|&j| outputs[j].is_none()).map(|j| first + j).collect();
+            let pending: Vec<usize> =
+                rounds.iter().zip(&outputs).filter(|(_, o)| o.is_none()).filter_map(|(r, _)| place(&self.index, r.id)).collect();
             if self.reissue_stale(&pending)? {
                 self.write_index()?;
             }
@@ -252,7 +257,10 @@ impl RolloutExecutor for Coordinator {
         }
         // Collected: out of the index (a late duplicate finds its round gone and is ignored),
         // then its claims and results are deleted (a late one written after is never read).
-        let collected = self.index.rounds.split_off(first);
+        let ids: BTreeSet<u64> = rounds.iter().map(|r| r.id).collect();
+        let (collected, issued): (Vec<Issued>, Vec<Issued>) =
+            std::mem::take(&mut self.index.rounds).into_iter().partition(|r| ids.contains(&r.round.id));
+        self.index.rounds = issued;
         self.write_index()?;
         for issued in &collected {
             for attempt in 0..=issued.attempt {

@@ -131,10 +131,13 @@ pub fn train_with(
     progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<RunReport, TrainError> {
     let start = Instant::now();
-    if rollouts.is_some() && config.trainer.max_steps_off_policy.is_some() {
+    let pinned = config.trainer.weight_sync == arl_core::config::WeightSync::Pinned;
+    if rollouts.is_some() && config.trainer.max_steps_off_policy.is_some() && !pinned {
         return Err(TrainError::Config(arl_core::ConfigError::Invalid {
             key: "trainer.max_steps_off_policy".into(),
-            message: "rollout workers need lockstep training; unset it or roll out locally".into(),
+            message: "rollout workers need lockstep or pinned training (trainer.weight_sync = \"pinned\"); \
+                      unset it, pin it, or roll out locally"
+                .into(),
         }));
     }
     check_sampling_for_training(config)?;

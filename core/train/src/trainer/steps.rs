@@ -3,7 +3,7 @@
 //! policy, publishes the new weights, and records the step (`metrics.jsonl`, TensorBoard,
 //! checkpoints, the console).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,13 +17,13 @@ use crate::eval::Evaluation;
 use crate::metrics::{self, StepMetrics};
 use crate::offpolicy::{self, AsyncSampling};
 use crate::rollout::{RolloutOptions, RolloutStats};
-use crate::rounds::{LocalRollouts, Plan, RolloutExecutor, RoundContext, concat};
+use crate::rounds::{LocalRollouts, Plan, RolloutExecutor, RoundContext, RoundSpec, concat};
 use crate::tensorboard::EventWriter;
 use crate::update::{UpdateMetrics, UpdateOptions, recompute_in, update_with_reference};
 use arl_core::config::{KlPlacement, WeightSync};
 use arl_core::loss::PolicyLoss;
 use arl_core::policy::{Policy, ScoreParams, TrainablePolicy};
-use arl_core::{AdvantageFn, Episode, RunConfig, Split};
+use arl_core::{AdvantageFn, Episode, RunConfig, Split, Task};
 
 /// What a step's update takes: the policy being trained and how.
 pub(super) struct Learner<'a> {
@@ -67,7 +67,7 @@ pub(super) fn train_steps(
     }
     let order = shuffled(train_tasks.len(), config.trainer.seed);
     let group_size = config.trainer.group_size as usize;
-    let mut local = LocalRollouts { ctx: RoundContext::new(run.env, run.codec, &train_tasks, group_size, rollout_opts.clone()) };
+    let mut local = LocalRollouts::new(RoundContext::new(run.env, run.codec, &train_tasks, group_size, rollout_opts.clone()));
     let executor: &mut dyn RolloutExecutor = match rollouts {
         Some(r) => r,
         None => &mut local,
@@ -86,13 +86,16 @@ pub(super) fn train_steps(
     log_async_sampling(config, log);
     // The data position: tasks handed out so far (the curriculum's in lockstep).
     let mut cursor = tasks_used;
+    // Pinned off-policy training: step s's rounds were issued k steps ahead (see `Ahead`).
+    let pinned = config.trainer.max_steps_off_policy.filter(|_| config.trainer.weight_sync == WeightSync::Pinned);
+    let mut ahead: VecDeque<Ahead> = VecDeque::new();
     // Async off-policy training: a rollout thread in this scope samples ahead (see `offpolicy`).
     let shared = offpolicy::sampler::Shared::new(config.trainer.groups_in_flight() as usize);
     let mut discarded = resumed_in_flight;
     let in_flight = std::thread::scope(|scope| -> Result<usize, TrainError> {
         let prompts = config.trainer.prompts as usize;
         let mut sampler = match config.trainer.max_steps_off_policy {
-            Some(bound) => {
+            Some(bound) if pinned.is_none() => {
                 let setup = offpolicy::sampler::SamplerSetup {
                     env: run.env,
                     codec: run.codec,
@@ -107,30 +110,45 @@ pub(super) fn train_steps(
                 let first = offpolicy::snapshot(policy, first_step)?;
                 Some(AsyncSampling::start(scope, &shared, setup, first, bound))
             }
-            None => None,
+            _ => None,
         };
         if sampler.is_none() {
             executor.publish(first_step, policy)?;
         }
         let round_groups = config.cluster.round_groups(config.trainer.prompts) as usize;
+        let plan = |step: u32, version: u32| Plan { seed: rollout_opts.sampling.seed, prompts, round_groups, step, version };
         let mut next_round = 0u64;
+        if let Some(k) = pinned {
+            // The first k + 1 steps sample with the weights the run starts from.
+            for s in first_step..(first_step + k + 1).min(config.trainer.steps) {
+                let a = Ahead::issue(executor, policy, &mut curriculum, &train_tasks, plan(s, first_step), &mut next_round, progress)?;
+                ahead.push_back(a);
+            }
+        }
         for step in first_step..config.trainer.steps {
             let t0 = Instant::now();
             let stage = format!("step {}/{} rollout", step + 1, config.trainer.steps);
             let pools = curriculum.pools();
             let batch = match &mut sampler {
                 None => {
-                    let plan = Plan { seed: rollout_opts.sampling.seed, prompts, round_groups, step };
                     let mut groups = |n: usize, base: usize, attempt: u32| -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+                        // Pinned: the step's first rounds were issued steps ago.
+                        if attempt == 0
+                            && let Some(a) = ahead.pop_front()
+                        {
+                            debug_assert_eq!(a.step, step, "pinned rounds are collected in step order");
+                            return Ok(concat(executor.collect(&a.rounds, &mut |d, t| progress(&stage, d, t))?));
+                        }
+                        // Lockstep, and dynamic sampling's further rounds: drawn and sampled now,
+                        // by the current weights.
                         let position = curriculum.used();
                         let tasks = curriculum.draw(n).into_iter().map(|i| train_tasks[i].id.clone()).collect();
-                        let rounds = plan.rounds(tasks, position, base, attempt, &mut next_round);
+                        let rounds = plan(step, step).rounds(tasks, position, base, attempt, &mut next_round);
                         let outputs = executor.run(&mut *policy, &rounds, &mut |d, t| progress(&stage, d, t))?;
                         Ok(concat(outputs))
                     };
                     let batch = collect_from(&mut groups, advantage, batch_opts, kl_terms.as_deref())?;
                     curriculum.observe(&batch.sampled);
-                    cursor = curriculum.used();
                     batch
                 }
                 Some(s) => {
@@ -152,6 +170,17 @@ pub(super) fn train_steps(
                 None => {}
             }
             let publish_seconds = t_publish.elapsed().as_secs_f64();
+            if let Some(k) = pinned
+                && step + 1 + k < config.trainer.steps
+            {
+                let (s, version) = (step + 1 + k, step + 1);
+                let a = Ahead::issue(executor, policy, &mut curriculum, &train_tasks, plan(s, version), &mut next_round, progress)?;
+                ahead.push_back(a);
+            }
+            if sampler.is_none() {
+                // The first task no step has trained on: where a resumed run draws again.
+                cursor = ahead.front().map_or(curriculum.used(), |a| a.position);
+            }
             let mut m = step_metrics(step + 1, &batch.sampled, &batch.stats, &batch.rollout, &upd, t0.elapsed().as_secs_f64());
             m.lr = opts.lr;
             m.publish_seconds = publish_seconds;
@@ -165,17 +194,58 @@ pub(super) fn train_steps(
                 a.discarded_in_flight = std::mem::take(&mut discarded);
                 m.off_policy = Some(a);
             }
-            let position =
-                Position { cursor, in_flight: sampler.as_ref().map_or(0, AsyncSampling::in_flight), task_sampler: curriculum.state() };
+            let position = Position {
+                cursor,
+                in_flight: sampler.as_ref().map_or(0, AsyncSampling::in_flight) + ahead.iter().map(Ahead::groups).sum::<usize>(),
+                task_sampler: curriculum.state(),
+            };
             ledger.record(&*policy, m, &batch, &upd, position, log)?;
         }
         // Dropping the sampler stops the rollout thread; what it had in flight is discarded.
-        Ok(sampler.as_ref().map_or(0, AsyncSampling::in_flight))
+        Ok(sampler.as_ref().map_or(0, AsyncSampling::in_flight) + ahead.iter().map(Ahead::groups).sum::<usize>())
     })?;
     if in_flight > 0 {
         log(&format!("{} in flight at the end discarded (their tasks are sampled again on --resume)", plural(in_flight, "group")));
     }
     Ok(Trained { steps: ledger.steps, tool_stats: ledger.tool_stats, cursor, in_flight, task_sampler: curriculum.state() })
+}
+
+/// A step's first rollout rounds under pinned off-policy training (`trainer.weight_sync =
+/// "pinned"`): step s's `trainer.prompts` groups are drawn and issued to the rollout executor as
+/// soon as the weights after max(first, s − k) steps are published, and collected at step s.
+/// The issue points are fixed places in the loop, so the schedule depends on the configuration
+/// and the results only, never on timing: every launcher reproduces it.
+struct Ahead {
+    step: u32,
+    /// The data position of its first task.
+    position: usize,
+    rounds: Vec<RoundSpec>,
+}
+
+impl Ahead {
+    /// Draw step `plan.step`'s groups and issue them, sampled by weights `plan.version`
+    /// (the policy's now: a local executor rolls them out here).
+    fn issue(
+        executor: &mut dyn RolloutExecutor,
+        policy: &mut dyn TrainablePolicy,
+        curriculum: &mut Curriculum,
+        tasks: &[Task],
+        plan: Plan,
+        next_round: &mut u64,
+        progress: &mut dyn FnMut(&str, usize, usize),
+    ) -> Result<Ahead, TrainError> {
+        let position = curriculum.used();
+        let ids = curriculum.draw(plan.prompts).into_iter().map(|i| tasks[i].id.clone()).collect();
+        let rounds = plan.rounds(ids, position, 0, 0, next_round);
+        let stage = format!("step {} rollout (issued ahead)", plan.step + 1);
+        executor.issue(&mut *policy, &rounds, &mut |d, t| progress(&stage, d, t))?;
+        Ok(Ahead { step: plan.step, position, rounds })
+    }
+
+    /// Groups issued and not yet collected.
+    fn groups(&self) -> usize {
+        self.rounds.iter().map(|r| r.task_ids.len()).sum()
+    }
 }
 
 /// KL in the reward (`loss.kl_placement = "reward"`): the reference scores each round's
@@ -200,14 +270,20 @@ fn log_async_sampling(config: &RunConfig, log: &mut dyn FnMut(&str)) {
     let Some(k) = config.trainer.max_steps_off_policy else { return };
     let l = &config.loss;
     let corrected = l.decoupled || l.tis.is_some() || l.icepop.is_some() || l.kpop.is_some();
+    let schedule = match config.trainer.weight_sync {
+        WeightSync::Pinned => format!(
+            "pinned off-policy sampling: step s trains on groups sampled by the weights after max(0, s − {k}) steps, \
+             issued to the rollout executor as soon as those are published"
+        ),
+        sync => format!(
+            "async sampling: groups up to {} old train, {} in flight, weights taken {}",
+            plural(k as usize, "step"),
+            config.trainer.groups_in_flight(),
+            if sync == WeightSync::Sync { "between rollout rounds" } else { "between turns" }
+        ),
+    };
     log(&format!(
-        "async sampling: groups up to {} old train, {} in flight, weights taken {}{}",
-        plural(k as usize, "step"),
-        config.trainer.groups_in_flight(),
-        match config.trainer.weight_sync {
-            WeightSync::Sync => "between rollout rounds",
-            WeightSync::Background => "between turns",
-        },
+        "{schedule}{}",
         if k > 0 && !corrected {
             "; note: no off-policy correction is set, so stale groups train as if the current weights sampled them \
              (set loss.decoupled=true or loss.tis to weight tokens by pi_old/pi_behave; loss.icepop only filters \
