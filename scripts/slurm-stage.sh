@@ -104,4 +104,9 @@ assert retried >= 1 and lost >= 1, (retried, lost)
 print(f"slurm stage: both Slurm runs equal the local run (4 steps, final sha256 {sha(local)[:16]}…); rounds_retried {retried}, workers_lost {lost}")
 EOF
 grep -q "after step 2" "$B/run.log" || { echo "error: slurm stage: the resumed trainer did not start after step 2" >&2; exit 1; }
+
+echo "== slurm stage: arl cluster fs-check as a Slurm step of two tasks"
+mkdir -p "$WORK/fs"
+timeout 120 srun -N1 -n2 --time=2 "$ARL" cluster fs-check "$WORK/fs" --timeout-s 60 | tee "$WORK/fs-check.log"
+grep -q "2 Slurm tasks on 1 node" "$WORK/fs-check.log" || { echo "error: slurm stage: fs-check's two tasks did not find each other" >&2; exit 1; }
 echo "slurm stage: $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s"

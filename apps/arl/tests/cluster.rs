@@ -461,3 +461,42 @@ fn a_slurm_trainer_whose_worker_array_left_the_queue_stops_in_one_line() {
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&bin);
 }
+
+/// `arl cluster fs-check DIR` as task `task` of a two-task Slurm step (the variables srun sets).
+fn fs_check_task(dir: &Path, task: u32, timeout_s: &str) -> std::process::Child {
+    let args = ["cluster", "fs-check", &dir.display().to_string(), "--timeout-s", timeout_s].map(String::from);
+    arl_child(&args)
+        .env("SLURM_NTASKS", "2")
+        .env("SLURM_PROCID", task.to_string())
+        .env("SLURM_JOB_ID", "77")
+        .env("SLURM_STEP_ID", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn fs_check_tasks_of_a_slurm_step_find_each_other_or_say_the_folder_is_not_shared() {
+    let shared = out_dir("fs-check");
+    std::fs::create_dir_all(&shared).unwrap();
+    let (a, b) = (fs_check_task(&shared, 0, "60"), fs_check_task(&shared, 1, "60"));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    check(&a);
+    check(&b);
+    let said = String::from_utf8_lossy(&a.stdout);
+    assert!(said.contains("2 Slurm tasks on 1 node") && said.contains("exactly one won") && said.contains("all on one node"), "{said}");
+    assert!(!shared.join(".arl-fs-check-77.0").exists(), "task 0 cleans up");
+
+    // Two folders stand for a folder each node sees on its own disk: each task waits in vain.
+    let (one, two) = (out_dir("fs-check-one"), out_dir("fs-check-two"));
+    let (a, b) = (fs_check_task(&one, 0, "1"), fs_check_task(&two, 1, "1"));
+    for (out, other) in [(a.wait_with_output().unwrap(), 1), (b.wait_with_output().unwrap(), 0)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("did not see the file of task(s) {other}")) && err.contains("not shared"), "{err}");
+    }
+    for dir in [&shared, &one, &two] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,5 +1,6 @@
 //! `arl cluster status|stop|fs-check`: look at and end a run whose rollouts run in workers
-//! (`--launcher procs|slurm`), and check that a folder is on a filesystem other nodes see.
+//! (`--launcher procs|slurm`), and check that a folder is on a filesystem other nodes see
+//! (`fs_check.rs`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,10 +21,14 @@ pub enum ClusterCommand {
         /// The run folder (`--out`).
         run_dir: PathBuf,
     },
-    /// Tell whether DIR is on a filesystem that workers on other nodes can reach.
+    /// Tell whether DIR is on a filesystem that workers on other nodes can reach: by its type,
+    /// or, as a Slurm step of several tasks (`srun -N2 arl cluster fs-check DIR`), by trying it.
     FsCheck {
         /// The folder (or the folder it would be created in).
         dir: PathBuf,
+        /// In a Slurm step: how long a task waits to see the other tasks' files.
+        #[arg(long, default_value_t = 120.0)]
+        timeout_s: f64,
     },
 }
 
@@ -32,16 +37,11 @@ impl ClusterCommand {
         match self {
             ClusterCommand::Status { run_dir } => status(&run_dir, out),
             ClusterCommand::Stop { run_dir } => stop(&run_dir, out),
-            ClusterCommand::FsCheck { dir } => {
-                let (fs, shared) = slurm::filesystem(&dir)?;
-                if !shared {
-                    return Err(crate::usage!(
-                        "{} is on {fs}: only this node sees it; choose a folder on NFS, Lustre, GPFS or another shared filesystem",
-                        dir.display()
-                    ));
+            ClusterCommand::FsCheck { dir, timeout_s } => {
+                if !(timeout_s.is_finite() && timeout_s > 0.0) {
+                    return Err(crate::usage!("--timeout-s {timeout_s}: give a number of seconds above 0"));
                 }
-                writeln!(out, "{}: {fs}, shared: workers on other nodes can reach it", dir.display())?;
-                Ok(())
+                super::fs_check::fs_check(&dir, std::time::Duration::from_secs_f64(timeout_s), out)
             }
         }
     }

@@ -10,6 +10,7 @@ mod convert;
 mod crosscheck;
 mod env_replay;
 mod eval;
+mod fs_check;
 mod generate;
 mod grade;
 mod list;
