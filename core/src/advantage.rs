@@ -7,7 +7,9 @@ use crate::LossError;
 /// from the same task in the same step); groups may have unequal sizes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdvantageInput<'a> {
+    /// Each episode's reward ([`crate::Episode::reward`]), in batch order.
     pub rewards: &'a [f64],
+    /// Each episode's group ([`crate::Episode::group`]), as long as `rewards`.
     pub group_ids: &'a [usize],
     /// Each episode's response (policy) token count, for estimators whose statistics run
     /// over response tokens (REINFORCE++ whitens over them, as verl's `masked_whiten`);
@@ -21,6 +23,8 @@ impl<'a> AdvantageInput<'a> {
         Self { rewards, group_ids, response_tokens: None }
     }
 
+    /// Refuse inputs that do not line up: [`LossError::Shape`] when the lengths differ,
+    /// [`LossError::Invalid`] for a response token count that is negative or not finite.
     pub fn check(&self) -> Result<(), LossError> {
         if self.rewards.len() != self.group_ids.len() {
             return Err(LossError::Shape(format!("{} rewards but {} group ids", self.rewards.len(), self.group_ids.len())));
@@ -37,6 +41,8 @@ impl<'a> AdvantageInput<'a> {
     }
 }
 
+/// An advantage estimator (GRPO's group normalization, REINFORCE++, …): a plugin chosen by
+/// `[advantage]`, turning a batch's rewards into one advantage per episode.
 pub trait AdvantageFn: Send + Sync {
     /// One advantage per episode, every episode weighing the same in batch and group
     /// statistics; a whitening over response tokens (REINFORCE++) counts

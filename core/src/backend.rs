@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// Which tensor backend a model runs on (`model.backend`, `--backend`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum BackendKind {
     /// burn-flex, pure Rust, always compiled in.
@@ -21,6 +22,7 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every backend, compiled in or not, in the order messages list them.
     pub const ALL: [BackendKind; 4] = [Self::Cpu, Self::Cuda, Self::Tch, Self::TchCuda];
 
     /// The backend `name` names (`cpu`, `cuda`, `tch`, `tch-cuda`), compiled in or not.
@@ -33,6 +35,7 @@ impl BackendKind {
         matches!(self, Self::Cpu | Self::Tch)
     }
 
+    /// The name as users type it (`cpu`, `cuda`, `tch`, `tch-cuda`).
     pub fn name(self) -> &'static str {
         match self {
             Self::Cpu => "cpu",
@@ -51,6 +54,7 @@ impl BackendKind {
         }
     }
 
+    /// Whether this binary was built with the backend's cargo feature.
     pub fn compiled_in(self) -> bool {
         match self {
             Self::Cpu => true,
@@ -78,6 +82,7 @@ impl BackendKind {
 /// `BACKEND:GPU` — `cuda:1`, `tch-cuda:0`, `cpu`, `tch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceSpec {
+    /// The backend (`BACKEND`).
     pub backend: BackendKind,
     /// The GPU ordinal (0 on the CPU backends, which have one device).
     pub index: usize,

@@ -17,16 +17,29 @@ use crate::{Episode, EpisodeStats, Message, ToolSchema};
 pub enum ChatError {
     /// A tokenizer or template file is missing or unreadable.
     #[error("{what} {path}: {message}")]
-    Load { what: &'static str, path: String, message: String },
+    Load {
+        /// Which file, in words (`tokenizer file`, `tokenizer config`, …).
+        what: &'static str,
+        /// The file's path.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The chat template does not parse.
     #[error("chat template {path} has a syntax error: {message}")]
-    TemplateSyntax { path: String, message: String },
+    TemplateSyntax {
+        /// Where the template came from (its file).
+        path: String,
+        /// The template engine's message, on one line.
+        message: String,
+    },
     /// The template called `raise_exception(...)`: it refuses this conversation.
     #[error("chat template refused the conversation: {0}")]
     TemplateRaised(String),
     /// Rendering failed for another reason (an unknown method, a type error, …).
     #[error("chat template failed to render: {0}")]
     Render(String),
+    /// The tokenizer failed to encode or decode, or was handed ids it cannot use.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     /// The template's rendering is not stable where token-in/token-out needs it to be.
@@ -105,11 +118,18 @@ pub trait ChatCodec: Send + Sync {
 /// is only ever passed to the codec as context, never re-tokenized.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Conversation {
+    /// Every token id so far: prompt, sampled turns, observations.
     pub ids: Vec<u32>,
+    /// Per id: true where the policy sampled it.
     pub policy_mask: Vec<bool>,
+    /// Per id: the sampler's log-probability where the policy sampled it, else 0.
     pub sampler_logprobs: Vec<f32>,
+    /// Per id: the assistant turn (0-based) that produced it, or -1 for prompt and
+    /// observation tokens.
     pub turn_ids: Vec<i32>,
+    /// The conversation as messages (assistant turns as decoded text), for transcripts.
     pub messages: Vec<Message>,
+    /// The tool schemas the prompt was rendered with; every later rendering uses them too.
     pub tools: Vec<ToolSchema>,
     /// Assistant turns appended so far.
     pub turns: i32,

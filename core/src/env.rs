@@ -42,20 +42,27 @@ pub trait EnvSession: Send {
 /// No calls means a final answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantTurn {
+    /// The turn's text as decoded, without the stop token.
     pub text: String,
+    /// Its `<tool_call>` blocks in order, well-formed or not
+    /// ([`crate::toolcall::parse_tool_calls`]).
     pub calls: Vec<ParsedCall>,
 }
 
+/// What an episode does after an assistant turn ([`EnvSession::step`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Step {
     /// Tool results, one per call in order; they become the next user turn.
     Observe(Vec<ToolResult>),
+    /// The episode is over, graded.
     Done(Outcome),
 }
 
 /// The end of an episode.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// The env's grade of the episode, which becomes [`crate::Episode::reward`].
     pub reward: f64,
+    /// What the env counted during the episode (turns, tool calls, its own counters).
     pub stats: EpisodeStats,
 }

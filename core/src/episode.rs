@@ -12,9 +12,14 @@ use crate::Message;
 /// environment's own (e.g. `edit_before_read` for the tools gym).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EpisodeStats {
+    /// Assistant turns the env acted on.
     pub turns: u32,
+    /// Tool calls dispatched, malformed ones included.
     pub tool_calls: u32,
+    /// Tool calls found malformed, by the parser or by the tool set
+    /// ([`crate::ToolOutcome::Malformed`]).
     pub malformed_calls: u32,
+    /// Well-formed tool calls whose tool reported a failure ([`crate::ToolOutcome::Failed`]).
     pub failed_calls: u32,
     /// The episode ended on a budget (turns, tokens, a last turn cut at `max_new_tokens`),
     /// not with a final answer.
@@ -22,6 +27,8 @@ pub struct EpisodeStats {
     /// How the episode ended (set by the rollout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish: Option<EpisodeFinish>,
+    /// The env's own counters by name, bumped with [`EpisodeStats::bump`] (including
+    /// [`SANDBOX_EXHAUSTED`], [`SANDBOX_FAILED`] and [`HARNESS_FAILED`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,
     /// The episode was lost to an infrastructure failure, not to anything the model did: a
@@ -62,6 +69,7 @@ pub enum EpisodeFinish {
 }
 
 impl EpisodeFinish {
+    /// The reason in snake_case, as serialized and reported in metrics.
     pub fn name(self) -> &'static str {
         match self {
             EpisodeFinish::Done => "done",
@@ -90,6 +98,7 @@ pub const SANDBOX_FAILED: &str = "sandbox_failed";
 pub const HARNESS_FAILED: &str = "harness_failed";
 
 impl EpisodeStats {
+    /// Add one to the counter named `counter` in [`EpisodeStats::counters`].
     pub fn bump(&mut self, counter: &str) {
         *self.counters.entry(counter.to_string()).or_default() += 1;
     }
@@ -116,14 +125,22 @@ impl EpisodeStats {
 /// (0-based) that produced token t, or -1 for prompt and observation tokens.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Episode {
+    /// The [`crate::Task::id`] the episode was played on.
     pub task_id: String,
     /// Episodes of one task in one step share a group (for group-relative advantages).
     pub group: usize,
+    /// Every token id of the episode: prompt, sampled turns, observations.
     pub ids: Vec<u32>,
+    /// Per id: true where the policy sampled it (the tokens the loss trains).
     pub policy_mask: Vec<bool>,
+    /// Per id: the sampler's log-probability where `policy_mask`, else 0.
     pub sampler_logprobs: Vec<f32>,
+    /// Per id: the assistant turn (0-based) that produced it, or -1.
     pub turn_ids: Vec<i32>,
+    /// The env's grade ([`crate::Outcome::reward`]), unshaped: the trainer's reward shaping
+    /// (overlong, KL in the reward) feeds the advantages without changing it.
     pub reward: f64,
+    /// What happened in the episode, as the env and the rollout counted it.
     pub stats: EpisodeStats,
     /// The conversation as messages, for transcripts (never re-tokenized).
     pub messages: Vec<Message>,

@@ -10,13 +10,18 @@ use crate::rng::SplitMix64;
 /// Attempts and successes on one task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCount {
+    /// The task's id ([`crate::Task::id`]); paired differences match tasks by it.
     pub task_id: String,
+    /// The task's family ([`crate::Task::family`]).
     pub family: String,
+    /// Attempts (episodes) counted; the evaluation leaves infrastructure failures out.
     pub n: u32,
+    /// Attempts that solved the task ([`crate::Episode::solved`]), at most `n`.
     pub correct: u32,
 }
 
 impl TaskCount {
+    /// The task's success rate c/n; 0 with no attempts.
     pub fn pass_at_1(&self) -> f64 {
         if self.n == 0 { 0.0 } else { self.correct as f64 / self.n as f64 }
     }
@@ -38,16 +43,23 @@ pub fn pass_at_k(n: u32, c: u32, k: u32) -> Option<f64> {
 /// A two-sided interval at `level` (e.g. 0.95).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Interval {
+    /// Lower bound: the (1 − level)/2 quantile.
     pub lo: f64,
+    /// Upper bound: the (1 + level)/2 quantile.
     pub hi: f64,
+    /// Coverage, in (0, 1).
     pub level: f64,
 }
 
 /// How intervals are bootstrapped.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Bootstrap {
+    /// Number of resamples (10 000 by default).
     pub resamples: u32,
+    /// Seed of the resampling; the same seed gives the same interval (the run's
+    /// `trainer.seed` in `arl eval` and the trainer's held-out evaluation).
     pub seed: u64,
+    /// Coverage of the intervals (0.95 by default).
     pub level: f64,
 }
 
@@ -60,8 +72,11 @@ impl Default for Bootstrap {
 /// pass@1 over tasks with its intervals.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PassSummary {
+    /// Tasks summarized (the units of the bootstrap).
     pub tasks: usize,
+    /// Attempts over all tasks (Σ n).
     pub episodes: u64,
+    /// Solved attempts over all tasks (Σ c).
     pub correct: u64,
     /// Mean over tasks of c/n.
     pub pass_at_1: f64,
@@ -74,9 +89,11 @@ pub struct PassSummary {
 /// The paired before/after difference on the same tasks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PairedDifference {
+    /// Tasks paired.
     pub tasks: usize,
     /// Mean over tasks of p_after − p_before.
     pub mean: f64,
+    /// Task-level percentile bootstrap interval of `mean`.
     pub ci: Interval,
     /// Two-sided bootstrap p-value: 2·min(P(d̄* ≤ 0), P(d̄* ≥ 0)), at most 1.
     pub p_value: f64,

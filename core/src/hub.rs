@@ -9,13 +9,23 @@ use std::path::{Path, PathBuf};
 /// Why a repo id has no usable snapshot in the cache.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HubError {
+    /// The text (given here) is not of the form `org/name` ([`is_repo_id`]).
     #[error("`{0}` is not a repo id of the form org/name")]
     NotRepoId(String),
-    /// `refs` is the file that was looked for.
+    /// The repo has no `refs/main` in the cache: it was never downloaded there (arl never
+    /// downloads it), or the cache is elsewhere (`$HF_HUB_CACHE`, `$HF_HOME`).
     #[error("not in the Hugging Face cache (looked in {})", refs.display())]
-    NotCached { refs: PathBuf },
+    NotCached {
+        /// The `refs/main` file that was looked for.
+        refs: PathBuf,
+    },
+    /// `refs/main` names a snapshot directory that is not there (an incomplete or pruned
+    /// download).
     #[error("refs/main names snapshot {}, which is missing", snapshot.display())]
-    MissingSnapshot { snapshot: PathBuf },
+    MissingSnapshot {
+        /// The snapshot directory `refs/main` points to.
+        snapshot: PathBuf,
+    },
 }
 
 /// The hub cache directory named by the environment.

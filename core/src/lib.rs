@@ -15,6 +15,8 @@
 //! Cargo features (all off by default): `cuda` compiles burn-cuda into `Dispatch`, `tch`
 //! compiles libtorch into it. The CPU backend (burn-flex) is always there.
 
+#![warn(missing_docs)]
+
 pub mod advantage;
 pub mod backend;
 pub mod chat;

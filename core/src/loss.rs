@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::LossError;
 
+/// A `[rows, tokens]` tensor on the `Dispatch` backend, the shape of every loss input.
 pub type T2 = Tensor<Dispatch, 2>;
 
 /// Per-token inputs, all `[rows, tokens]`. `mask` is 1 on policy tokens, 0 elsewhere.
@@ -33,7 +34,9 @@ pub struct LossInput {
     /// Log-probabilities under the policy that produced the data (the proximal policy for
     /// the decoupled objective).
     pub old_log_prob: T2,
+    /// Each token's advantage: its episode's, broadcast over the row's policy tokens.
     pub advantages: T2,
+    /// 1 on the policy tokens being trained, 0 on prompt, observation and padding tokens.
     pub mask: T2,
     /// Reference policy, for a KL term.
     pub ref_log_prob: Option<T2>,
@@ -47,7 +50,9 @@ pub struct LossInput {
 /// Per-token loss terms (already multiplied by the mask) and their metrics.
 #[derive(Clone, Debug)]
 pub struct TokenLoss {
+    /// `[rows, tokens]` loss terms, 0 off the mask; reduced by [`Normalizer::reduce`].
     pub loss: T2,
+    /// What the loss measured on this micro-batch (clip fractions, ratios, KL).
     pub metrics: LossMetrics,
 }
 
@@ -64,7 +69,9 @@ pub struct LossMetrics {
     pub dual_clip_frac: f64,
     /// π_θ/π_old over policy tokens (the sequence ratio for GSPO).
     pub ratio_mean: f64,
+    /// Smallest π_θ/π_old over policy tokens.
     pub ratio_min: f64,
+    /// Largest π_θ/π_old over policy tokens.
     pub ratio_max: f64,
     /// Fraction of policy tokens dropped by a token mask (IcePop, KPop, DPPO).
     pub masked_frac: f64,
@@ -104,6 +111,8 @@ impl LossMetrics {
     }
 }
 
+/// A policy-gradient loss (PPO-clip, GSPO, DPPO, …): a plugin chosen by `[loss]`, turning
+/// log-probabilities and advantages into per-token loss terms.
 pub trait PolicyLoss: Send + Sync {
     /// Per-token loss terms for one micro-batch, already multiplied by `mask`.
     fn token_loss(&self, input: &LossInput) -> Result<TokenLoss, LossError>;
@@ -142,6 +151,7 @@ pub enum Aggregation {
 }
 
 impl Aggregation {
+    /// Every aggregation, in the order messages list them.
     pub const ALL: [Aggregation; 5] = [
         Aggregation::TokenMean,
         Aggregation::TokenSum,
@@ -155,6 +165,7 @@ impl Aggregation {
         configured.unwrap_or_else(|| loss.default_aggregation())
     }
 
+    /// The name as written in `loss.aggregation` (kebab-case, verl's spelling).
     pub fn name(self) -> &'static str {
         match self {
             Aggregation::TokenMean => "token-mean",
@@ -183,6 +194,7 @@ impl std::str::FromStr for Aggregation {
 /// combine with [`Normalizer::merge`] (global counts, prime-rl #2359).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Normalizer {
+    /// How [`Normalizer::reduce`] turns token terms into the scalar loss.
     pub aggregation: Aggregation,
     /// Σ mask over the minibatch.
     pub tokens: f64,

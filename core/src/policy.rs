@@ -26,8 +26,12 @@ use serde::{Deserialize, Serialize};
 pub struct SamplingParams {
     /// 0 means greedy (the recorded log-probability is then 0: a point mass).
     pub temperature: f64,
+    /// Sample only from the k most likely tokens; `None`: no truncation.
     pub top_k: Option<usize>,
+    /// Nucleus sampling: only from the smallest set of tokens with probability ≥ p;
+    /// `None`: no truncation.
     pub top_p: Option<f64>,
+    /// Most tokens sampled per row; a row that reaches it ends with [`FinishReason::Length`].
     pub max_new_tokens: usize,
     /// Seeds every row's random stream; the same seed and prompts give the same samples.
     pub seed: u64,
@@ -65,6 +69,7 @@ impl ScoreParams {
         Self { temperature, entropy: false }
     }
 
+    /// The same, with entropies returned or not.
     pub fn with_entropy(self, entropy: bool) -> Self {
         Self { entropy, ..self }
     }
@@ -83,9 +88,11 @@ pub enum FinishReason {
 /// One row's continuation (the prompt is not repeated).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Generation {
+    /// The sampled token ids, a stop id last when it stopped on one.
     pub ids: Vec<u32>,
     /// One per id: log-probability under the distribution it was sampled from.
     pub sampler_logprobs: Vec<f32>,
+    /// Why the row stopped.
     pub finish: FinishReason,
 }
 
@@ -93,6 +100,7 @@ pub struct Generation {
 /// `[r, t]` is `log p(ids[t] | ids[..t])` where `t` was requested for row `r`, else 0.
 #[derive(Clone, Debug)]
 pub struct Scores {
+    /// The log-probabilities, on the policy's device.
     pub logprobs: Tensor<Dispatch, 2>,
     /// Entropy of the next-token distribution at the same entries, when asked for.
     pub entropy: Option<Tensor<Dispatch, 2>>,
@@ -103,6 +111,8 @@ pub struct Scores {
 #[error("policy: {0}")]
 pub struct PolicyError(pub String);
 
+/// A language model that samples and scores token ids; the object the rollout and the
+/// evaluation drive. [`TrainablePolicy`] adds what the update needs.
 pub trait Policy {
     /// Sample a continuation of every prompt (token ids), all rows decoded together.
     fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError>;
@@ -128,6 +138,7 @@ pub trait Policy {
 pub struct OptimStep {
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
+    /// The norm exceeded `trainer.grad_clip` and the gradients were scaled down to it.
     pub clipped: bool,
     /// Micro-batches whose gradients went into the step.
     pub micro_batches: u32,

@@ -17,31 +17,49 @@ use crate::{AdvantageFn, Env, PluginError, PolicyLoss, RegistryError, Sandbox, T
 
 /// One registered plugin of some kind; `build` is the kind's factory.
 pub struct Plugin<F: 'static> {
+    /// The name configs and the command line select it by; unique within its kind.
     pub name: &'static str,
+    /// A one-line description, shown by `arl list`.
     pub about: &'static str,
+    /// The factory that builds the plugin from its configuration.
     pub build: F,
     /// The module that registered it (filled in by [`register!`](crate::register)).
     pub origin: &'static str,
 }
 
+/// Builds an environment from the `[env]` section and the sandbox it runs jobs in.
 pub type EnvFactory = fn(&EnvConfig, Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError>;
+/// Builds a tool set from its options (a JSON object; empty when none are given).
 pub type ToolSetFactory = fn(&Map<String, Value>) -> Result<Box<dyn ToolSet>, PluginError>;
+/// Builds a sandbox from the `[sandbox]` section, as an `Arc` so the envs can share it.
 pub type SandboxFactory = fn(&SandboxConfig) -> Result<Arc<dyn Sandbox>, PluginError>;
+/// Builds an advantage estimator from the `[advantage]` section.
 pub type AdvantageFactory = fn(&AdvantageConfig) -> Result<Box<dyn AdvantageFn>, PluginError>;
+/// Builds a policy loss from the `[loss]` section.
 pub type LossFactory = fn(&LossConfig) -> Result<Box<dyn PolicyLoss>, PluginError>;
 
+/// A registered environment (kind `env`).
 pub type EnvPlugin = Plugin<EnvFactory>;
+/// A registered tool set (kind `tool set`).
 pub type ToolSetPlugin = Plugin<ToolSetFactory>;
+/// A registered sandbox (kind `sandbox`).
 pub type SandboxPlugin = Plugin<SandboxFactory>;
+/// A registered advantage estimator (kind `advantage estimator`).
 pub type AdvantagePlugin = Plugin<AdvantageFactory>;
+/// A registered policy loss (kind `loss`).
 pub type LossPlugin = Plugin<LossFactory>;
 
 /// A plugin kind: the word used in messages ("env", "loss", …).
 pub trait Kind: inventory::Collect + Sync + Sized + 'static {
+    /// The kind in the singular, e.g. `env`, `tool set`.
     const KIND: &'static str;
+    /// The kind in the plural, e.g. `envs`, `tool sets`.
     const PLURAL: &'static str;
+    /// The plugin's [`Plugin::name`].
     fn name(&self) -> &'static str;
+    /// The plugin's [`Plugin::about`].
     fn about(&self) -> &'static str;
+    /// The plugin's [`Plugin::origin`].
     fn origin(&self) -> &'static str;
 }
 

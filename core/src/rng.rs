@@ -6,6 +6,7 @@
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
+    /// Advance the state and return the next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -1,6 +1,6 @@
 //! Sandboxes run model-influenced Python in isolation. A job that crashes, hangs or
 //! misbehaves is an [`JobOutcome`], never an error of the caller: only a sandbox that
-//! cannot start a job at all returns [`SandboxError`](crate::SandboxError).
+//! cannot start a job at all returns [`SandboxError`].
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +12,10 @@ use crate::SandboxError;
 /// A file copied into the job's fresh directory (`path` is relative to it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobFile {
+    /// Where the file goes, relative to the job's directory; sandboxes refuse an absolute
+    /// path or one with `..`.
     pub path: String,
+    /// The file's text.
     pub contents: String,
 }
 
@@ -21,7 +24,10 @@ pub struct JobFile {
 pub struct Limits {
     /// Wall clock; the job (under `rlimit`, its whole PID namespace) is killed after it.
     pub wall_timeout: Duration,
+    /// CPU time, seconds (`RLIMIT_CPU` under `rlimit`, at least 1; checked every 10 ms
+    /// under `wasm`).
     pub cpu_seconds: u64,
+    /// Memory, bytes: address space under `rlimit`, linear memory under `wasm`.
     pub memory_bytes: u64,
     /// Largest file the job may write.
     pub file_size_bytes: u64,
@@ -51,14 +57,20 @@ impl Default for Limits {
 /// Run `python <entry> <args…>` in a directory holding `files`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
+    /// The files the job's directory starts with.
     pub files: Vec<JobFile>,
+    /// The script Python runs, relative to the job's directory (one of `files`).
     pub entry: String,
+    /// Arguments after `entry` (the script's `sys.argv[1:]`).
     pub args: Vec<String>,
+    /// Text fed to the job's stdin; `None`: an empty stdin.
     pub stdin: Option<String>,
+    /// What the job may use; a sandbox may cap these further by its own settings.
     pub limits: Limits,
 }
 
 impl Job {
+    /// `python <entry>` over `files`, with no arguments, no stdin and the default [`Limits`].
     pub fn python(entry: impl Into<String>, files: Vec<JobFile>) -> Self {
         Self { files, entry: entry.into(), args: Vec::new(), stdin: None, limits: Limits::default() }
     }
@@ -67,19 +79,33 @@ impl Job {
 /// How a job ended, with its (capped) output and the resources it used.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobOutcome {
+    /// The exit status when the job exited by itself; `None` when a signal ended it.
     pub exit_code: Option<i32>,
+    /// The signal that ended the job (`SIGKILL` at the wall-clock limit; `wasm` reports
+    /// an interpreter trap as `SIGSEGV`); `None` when it exited.
     pub signal: Option<i32>,
+    /// The job hit [`Limits::wall_timeout`] and was killed.
     pub timed_out: bool,
+    /// What the job printed, at most [`Limits::output_bytes`] of it (lossy UTF-8).
     pub stdout: String,
+    /// What the job wrote to stderr, capped as `stdout`; a sandbox may append a line of
+    /// its own saying why it stopped the job.
     pub stderr: String,
+    /// `stdout` was cut at [`Limits::output_bytes`].
     pub stdout_truncated: bool,
+    /// `stderr` was cut at [`Limits::output_bytes`].
     pub stderr_truncated: bool,
+    /// Wall-clock time the job ran, milliseconds.
     pub wall_ms: u64,
+    /// CPU time the job used (user + system), milliseconds, where the sandbox measures it.
     pub cpu_ms: Option<u64>,
+    /// Peak memory, KiB (the maximum resident set size under `rlimit`, peak linear memory
+    /// under `wasm`), where the sandbox measures it.
     pub max_rss_kb: Option<u64>,
 }
 
 impl JobOutcome {
+    /// Exit status 0 within the wall-clock limit.
     pub fn success(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
@@ -111,8 +137,14 @@ pub fn pytest_dir() -> Option<PathBuf> {
     dir.join("pytest").join("__init__.py").is_file().then_some(dir)
 }
 
+/// Runs model-influenced Python jobs in isolation, one fresh directory per job; a plugin
+/// chosen by `[sandbox]` (`rlimit`, `wasm`).
 pub trait Sandbox: Send + Sync {
+    /// The sandbox's name, for messages and reports (e.g. `rlimit`).
     fn name(&self) -> &str;
+    /// Run one job to its end. Whatever the job does is in the [`JobOutcome`]; an error
+    /// means the job could not be run at all ([`SandboxError::Exhausted`] when the host
+    /// ran short).
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError>;
     /// What a job may use of a real shell; `None` (the default): no shell, Python only.
     fn shell(&self) -> Option<&ShellSupport> {

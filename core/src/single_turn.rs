@@ -13,6 +13,7 @@ pub struct SingleTurn<G> {
 }
 
 impl<G: FnMut(&str, bool) -> Outcome + Send> SingleTurn<G> {
+    /// A session that opens with `messages` and grades its one reply with `grade`.
     pub fn new(messages: Vec<Message>, grade: G) -> Self {
         Self { messages, grade, done: false }
     }

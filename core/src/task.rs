@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Split {
+    /// The tasks training samples from.
     Train,
     /// Tasks of kinds no training task has (the coding gyms: bug templates never trained on).
     /// Every env should have it: the run's main claim is measured on it.
@@ -37,9 +38,13 @@ impl std::fmt::Display for Split {
 /// environment's own payload (sources, tests, …), opaque to everything else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Task {
+    /// Identifies the task within its env; evaluations pair and report tasks by it.
     pub id: String,
+    /// The group the task belongs to, for balanced splits and per-family reports.
     pub family: String,
+    /// The split the task is in.
     pub split: Split,
+    /// The env's own payload (`null` when absent).
     #[serde(default)]
     pub data: serde_json::Value,
 }

@@ -16,7 +16,9 @@ use serde_json::Value;
 
 use crate::{AssistantTurn, ParsedCall, ToolCall, ToolSchema};
 
+/// The tag that opens a tool-call block.
 pub const OPEN: &str = "<tool_call>";
+/// The tag that closes a tool-call block.
 pub const CLOSE: &str = "</tool_call>";
 
 /// Parse every `<tool_call>` block of `text`, in order. At most `max_calls` become calls;

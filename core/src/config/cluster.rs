@@ -66,6 +66,7 @@ pub enum Launcher {
 }
 
 impl Launcher {
+    /// The name as written in `cluster.launcher` and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Launcher::Local => "local",

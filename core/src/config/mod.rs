@@ -1,6 +1,6 @@
 //! The run configuration: one TOML document, every key with a default, every section
 //! `deny_unknown_fields`. Resolution order: defaults ← `--config FILE` ← flags ← `--set
-//! key=value` (see [`load`]), with an algorithm preset (`algo`, see [`preset`]) beneath the
+//! key=value` (see [`RunConfig::load`]), with an algorithm preset (`algo`, see [`preset`]) beneath the
 //! file: only keys left unset take the preset's values. [`RunConfig::validate`] (`validate`)
 //! is the one pass over the resolved document before anything is loaded: plugin names, every
 //! number finite and in range, the rules between keys, and each plugin built once.
@@ -129,6 +129,8 @@ impl Default for SandboxConfig {
 }
 
 impl SandboxConfig {
+    /// These settings as the per-job [`Limits`](crate::Limits) (in bytes), with
+    /// [`Limits::processes`](crate::Limits::processes) 0.
     pub fn limits(&self) -> crate::Limits {
         crate::Limits {
             wall_timeout: std::time::Duration::from_secs_f64(self.timeout_s),
@@ -145,8 +147,11 @@ impl SandboxConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// 32-bit IEEE float.
     F32,
+    /// bfloat16: f32's exponent range, 8-bit mantissa.
     Bf16,
+    /// 16-bit IEEE half float.
     F16,
 }
 

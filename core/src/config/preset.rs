@@ -10,9 +10,14 @@ use crate::registry::Kind;
 
 /// One preset: its name, a one-line description, and `(dotted key, TOML value)` pairs.
 pub struct AlgoPreset {
+    /// The name `algo` and `--algo` select it by.
     pub name: &'static str,
+    /// A one-line description, shown by `arl list`.
     pub about: &'static str,
+    /// The keys it sets, as `(dotted key, TOML value)` pairs, e.g. `("loss.clip_high", "0.28")`.
     pub settings: &'static [(&'static str, &'static str)],
+    /// The module that registered it (filled in by
+    /// [`register_preset!`](crate::register_preset)).
     pub origin: &'static str,
 }
 
