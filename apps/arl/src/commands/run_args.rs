@@ -52,30 +52,8 @@ pub struct ConfigArgs {
     pub env: Option<String>,
     #[arg(long, value_name = "NAME", help = key_help("Sandbox for model-written code (`arl list`)", "sandbox.name"))]
     pub sandbox: Option<String>,
-    #[arg(
-        long,
-        value_name = "SOURCE",
-        help = key_help("Model: a directory, a Hugging Face repo id in the local cache (never downloaded) or a preset", "model.source")
-    )]
-    pub model: Option<String>,
-    #[arg(
-        long,
-        value_name = "DIR",
-        help = key_help("LoRA adapter directory (arl's or PEFT's) on --model; with --lora it is the adapter that trains", "model.adapter")
-    )]
-    pub adapter: Option<String>,
-    #[arg(
-        long,
-        value_name = "DIR",
-        help = key_help("Directory with tokenizer.json and the chat template; unset: the model's own (a preset's documented one)", "model.tokenizer")
-    )]
-    pub tokenizer: Option<String>,
-    #[arg(long, value_name = "BACKEND", help = key_help("cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in)", "model.backend"))]
-    pub backend: Option<String>,
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("GPU ordinal for cuda and tch-cuda", "model.device_index"))]
-    pub device_index: Option<i64>,
-    #[arg(long, value_name = "DTYPE", help = key_help("f32 | bf16 | f16: weights and compute (logprobs always f32)", "model.dtype"))]
-    pub dtype: Option<String>,
+    #[command(flatten)]
+    pub model: ModelKeyArgs,
     #[arg(
         long,
         value_name = "BACKEND[:GPU]",
@@ -108,6 +86,50 @@ pub struct ConfigArgs {
         help = "Set any config key, e.g. --set loss.clip_high=0.28 (repeatable, applied last; `arl config schema` lists the keys)"
     )]
     pub set: Vec<String>,
+}
+
+/// The model and device flags of every command that resolves a run configuration (`run`,
+/// `eval`, `config show`, `sft`), each the shorthand of its `model.*` key.
+#[derive(Debug, Default, clap::Args)]
+pub struct ModelKeyArgs {
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        help = key_help("Model: a directory, a Hugging Face repo id in the local cache (never downloaded) or a preset", "model.source")
+    )]
+    pub model: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = key_help("LoRA adapter directory (arl's or PEFT's) on --model; with --lora it is the adapter that trains", "model.adapter")
+    )]
+    pub adapter: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = key_help("Directory with tokenizer.json and the chat template; unset: the model's own (a preset's documented one)", "model.tokenizer")
+    )]
+    pub tokenizer: Option<String>,
+    #[arg(long, value_name = "BACKEND", help = key_help("cpu | cuda | tch | tch-cuda (`arl list` shows those compiled in)", "model.backend"))]
+    pub backend: Option<String>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("GPU ordinal for cuda and tch-cuda", "model.device_index"))]
+    pub device_index: Option<i64>,
+    #[arg(long, value_name = "DTYPE", help = key_help("f32 | bf16 | f16: weights and compute (logprobs always f32; with --lora the frozen base's)", "model.dtype"))]
+    pub dtype: Option<String>,
+}
+
+impl ModelKeyArgs {
+    /// Each flag given into `o` under its key.
+    pub fn overrides(&self, o: &mut Overrides) {
+        set_flags!(o, self;
+            model => "model.source",
+            adapter => "model.adapter",
+            tokenizer => "model.tokenizer",
+            backend => "model.backend",
+            device_index => "model.device_index",
+            dtype => "model.dtype",
+        );
+    }
 }
 
 /// Flags only training reads.
@@ -173,15 +195,10 @@ pub(crate) use set_flags;
 
 impl ConfigArgs {
     fn overrides(&self, o: &mut Overrides) {
+        self.model.overrides(o);
         set_flags!(o, self;
             env => "env.name",
             sandbox => "sandbox.name",
-            model => "model.source",
-            adapter => "model.adapter",
-            tokenizer => "model.tokenizer",
-            backend => "model.backend",
-            device_index => "model.device_index",
-            dtype => "model.dtype",
             rollout_device => "model.rollout_device",
             max_new_tokens => "sampling.max_new_tokens",
             max_turns => "env.max_turns",

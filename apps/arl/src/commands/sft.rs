@@ -15,7 +15,7 @@ use arl_train::run_dir;
 use arl_train::sft::{SftParts, load_data, read_jsonl, train_sft};
 
 use super::run::load_policy;
-use super::run_args::{key_help, set_flags};
+use super::run_args::{ModelKeyArgs, key_help, set_flags};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -37,18 +37,8 @@ pub struct Sft {
     pub data: Option<String>,
     #[arg(long, value_name = "FILE.jsonl", help = key_help("Held-out conversations; unset: the last sft.heldout_frac of --data", "sft.heldout"))]
     pub heldout: Option<String>,
-    #[arg(long, value_name = "SOURCE", help = key_help("Model: a directory, a repo id in the local Hugging Face cache or a preset", "model.source"))]
-    pub model: Option<String>,
-    #[arg(long, value_name = "DIR", help = key_help("LoRA adapter directory on --model; with --lora it is the adapter that trains", "model.adapter"))]
-    pub adapter: Option<String>,
-    #[arg(long, value_name = "DIR", help = key_help("Directory with tokenizer.json and the chat template", "model.tokenizer"))]
-    pub tokenizer: Option<String>,
-    #[arg(long, value_name = "BACKEND", help = key_help("cpu | cuda | tch | tch-cuda", "model.backend"))]
-    pub backend: Option<String>,
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("GPU ordinal for cuda and tch-cuda", "model.device_index"))]
-    pub device_index: Option<i64>,
-    #[arg(long, value_name = "DTYPE", help = key_help("f32 | bf16 | f16 (with --lora: the frozen base's)", "model.dtype"))]
-    pub dtype: Option<String>,
+    #[command(flatten)]
+    pub model: ModelKeyArgs,
     #[arg(long, value_name = "N", allow_negative_numbers = true, help = key_help("Optimizer steps", "trainer.steps"))]
     pub steps: Option<i64>,
     #[arg(long, value_name = "LR", allow_negative_numbers = true, help = key_help("Peak learning rate", "trainer.lr"))]
@@ -77,15 +67,10 @@ impl Sft {
     /// Defaults ← --config ← flags ← --set, validated for SFT ([`RunConfig::validate_sft`]).
     pub fn resolve(&self) -> anyhow::Result<RunConfig> {
         let mut o = Overrides::default();
+        self.model.overrides(&mut o);
         set_flags!(o, self;
             data => "sft.data",
             heldout => "sft.heldout",
-            model => "model.source",
-            adapter => "model.adapter",
-            tokenizer => "model.tokenizer",
-            backend => "model.backend",
-            device_index => "model.device_index",
-            dtype => "model.dtype",
             steps => "trainer.steps",
             lr => "trainer.lr",
             batch_size => "sft.batch_size",
