@@ -36,8 +36,14 @@ cargo fmt --all --check
 echo "== third_party/patches.sh check"
 third_party/patches.sh check
 
-echo "== cargo test"
-cargo test --workspace --locked "$@"
+# Clippy's lints as errors on every workspace target, inside the test build itself:
+# clippy-driver is rustc plus the lints, and cargo runs it on workspace members only, so nothing
+# compiles twice (`cargo clippy --workspace --all-targets -- -D warnings` would check every
+# dependency again). CLIPPY_ARGS is how cargo-clippy hands clippy-driver its flags.
+command -v clippy-driver > /dev/null || rustup component add clippy
+echo "== cargo test (clippy -D warnings on the workspace)"
+RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
+    cargo test --workspace --locked "$@"
 
 # A real single-node Slurm (installed by scripts/setup/slurm.sh): a tiny run through
 # `--launcher slurm` with a worker and then the trainer job cancelled, equal to the local run.

@@ -27,6 +27,7 @@ mod tests {
         // SAFETY (edition 2024 `set_var`): no other test of this crate reads ARL_TEST_SKIPS.
         unsafe { std::env::set_var("ARL_TEST_SKIPS", &path) };
         super::skip("no chromium here");
+        // SAFETY: as above.
         unsafe { std::env::remove_var("ARL_TEST_SKIPS") };
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();

@@ -235,8 +235,9 @@ fn walk(fd: RawFd, depth: usize, tally: &mut Tally, limit: u64) -> Result<(), St
         if tally.entries > limit {
             return Err(Stop::TooManyFiles { limit });
         }
-        // SAFETY: a zeroed out-parameter; fstatat relative to the open directory.
+        // SAFETY: stat64 is plain data, valid all zero.
         let mut st: libc::stat64 = unsafe { std::mem::zeroed() };
+        // SAFETY: an open directory, a C string name and an out-parameter of the right type.
         if unsafe { libc::fstatat64(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
             return Err(unwatchable("inspecting an entry"));
         }

@@ -177,8 +177,9 @@ fn reserved(path: &Path) -> Result<(), String> {
 /// Whether the host mount holding `path` is `noexec` (a read-only remount must keep that).
 fn noexec(path: &Path) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: a valid C string and a zeroed out-parameter.
+    // SAFETY: statvfs is plain data, valid all zero.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and an out-parameter of the right type.
     unsafe { libc::statvfs(c.as_ptr(), &mut st) == 0 && st.f_flag & libc::ST_NOEXEC != 0 }
 }
 

@@ -164,6 +164,7 @@ pub fn filesystem(path: &Path) -> anyhow::Result<(String, bool)> {
         }
     }
     let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).context("a path with a NUL byte")?;
+    // SAFETY: statfs is plain data, valid all zero.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid C string and `st` a valid out-pointer.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
