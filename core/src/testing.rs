@@ -24,7 +24,7 @@ mod tests {
     #[test]
     fn a_skip_names_the_test_and_why_in_the_file() {
         let path = std::env::temp_dir().join(format!("arl-skips-{}", std::process::id()));
-        // SAFETY (edition 2024 `set_var`): no other test of this crate reads ARL_TEST_SKIPS.
+        // SAFETY: (edition 2024 `set_var`) no other test of this crate reads ARL_TEST_SKIPS.
         unsafe { std::env::set_var("ARL_TEST_SKIPS", &path) };
         super::skip("no chromium here");
         // SAFETY: as above.

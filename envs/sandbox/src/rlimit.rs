@@ -86,6 +86,7 @@ struct Prepared {
 
 // SAFETY: every field is owned data (C strings, plain integers); nothing points elsewhere.
 unsafe impl Send for Prepared {}
+// SAFETY: as for Send, and nothing in it is mutated through a shared reference.
 unsafe impl Sync for Prepared {}
 
 /// The interpreter, the extra binds and the shell: what a [`Prepared`] is built from.
