@@ -5,91 +5,21 @@
 //! run whose trainer is killed after a checkpoint and resumed with new workers. With LoRA the
 //! workers load the published adapter alone and the runs agree as well.
 //!
-//! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
-//! calls `arl::run` with the arguments in `ARL_CLUSTER_CHILD_ARGS`; the trainer's workers
-//! are started the same way (`arl::set_self_command`).
+//! Each `arl` is a child process (`common::arl_child`); the trainer's workers are started the
+//! same way (`arl::set_self_command`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use sha2::{Digest, Sha256};
 
-const ARGS_VAR: &str = "ARL_CLUSTER_CHILD_ARGS";
-
-/// Episodes whose reward is the fraction of lowercase ASCII letters in the reply, so a random
-/// model's groups differ and every step has gradients. Registered in this test binary only.
-mod letters {
-    use std::sync::Arc;
-
-    use arl_core::config::EnvConfig;
-    use arl_core::{
-        AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
-    };
-
-    struct Letters;
-
-    impl Env for Letters {
-        fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-            Ok((0..8).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
-        }
-        fn tools(&self) -> Vec<ToolSchema> {
-            vec![]
-        }
-        fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-            Ok(Box::new(Session(vec![Message::user(format!("say letters {}", task.id))])))
-        }
-    }
-
-    struct Session(Vec<Message>);
-
-    impl EnvSession for Session {
-        fn messages(&self) -> &[Message] {
-            &self.0
-        }
-        fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
-            Ok(Step::Done(grade(&turn.text)))
-        }
-        fn finish(&mut self) -> Result<Outcome, EnvError> {
-            Ok(grade(""))
-        }
-    }
-
-    fn grade(text: &str) -> Outcome {
-        let n = text.chars().count().max(1) as f64;
-        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
-        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
-    }
-
-    fn letters_env(_: &EnvConfig, _: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-        Ok(Box::new(Letters))
-    }
-
-    arl_core::register!(EnvPlugin { name: "test-cluster-letters", about: "test stand-in", build: letters_env });
-}
-
-/// This test binary running `arl ARGS` as a child.
-fn arl_child(args: &[String]) -> Command {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child", "--nocapture", "--test-threads", "1", "-q"])
-        .env(ARGS_VAR, serde_json::to_string(args).unwrap())
-        .env("RAYON_NUM_THREADS", "1")
-        .stdin(Stdio::null());
-    c
-}
+mod common;
+use common::arl_child;
 
 /// Not a test of its own: the body of a child process (a no-op in a normal test run).
 #[test]
 fn child() {
-    let Ok(args) = std::env::var(ARGS_VAR) else { return };
-    arl_plugins::link();
-    arl::set_self_command(arl_child);
-    let args: Vec<String> = serde_json::from_str(&args).unwrap();
-    let mut stdout = std::io::stdout();
-    if let Err(err) = arl::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
-        let code = arl::exit_code(&err);
-        arl::report(&err);
-        std::process::exit(code.into());
-    }
+    common::child();
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -108,7 +38,7 @@ fn command(out: &Path, extra: &[&str], fault: Option<&str>) -> Command {
     let mut args: Vec<String> = [
         "run",
         "--env",
-        "test-cluster-letters",
+        "test-letters",
         "--model",
         "tiny",
         "--steps",
@@ -138,6 +68,7 @@ fn command(out: &Path, extra: &[&str], fault: Option<&str>) -> Command {
     args.push(out.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
     let mut c = arl_child(&args);
+    c.env("RAYON_NUM_THREADS", "1");
     match fault {
         Some(f) => c.env("ARL_FAULT", f),
         None => c.env_remove("ARL_FAULT"),
@@ -315,7 +246,7 @@ fn a_round_size_that_does_not_divide_prompts_is_refused_in_one_line() {
 
     // A worker pointed at a folder with no run of workers, or at another arl version's run.
     std::fs::create_dir_all(out.join("dist")).unwrap();
-    std::fs::write(out.join("config.toml"), "[env]\nname = \"test-cluster-letters\"\n").unwrap();
+    std::fs::write(out.join("config.toml"), "[env]\nname = \"test-letters\"\n").unwrap();
     let worker = |out: &Path| arl_child(&["worker".into(), out.display().to_string()]).output().unwrap();
     let none = worker(&out);
     let err = String::from_utf8_lossy(&none.stderr);
@@ -408,7 +339,7 @@ fn slurm_submits_two_jobs_and_refuses_bad_input_in_one_line() {
 fn a_worker_whose_trainer_stopped_beating_exits_after_its_idle_timeout() {
     let out = out_dir("idle");
     std::fs::create_dir_all(out.join("dist")).unwrap();
-    let config = "[env]\nname = \"test-cluster-letters\"\n[model]\nsource = \"tiny\"\n[cluster]\nworker_idle_timeout_s = 1.0\n";
+    let config = "[env]\nname = \"test-letters\"\n[model]\nsource = \"tiny\"\n[cluster]\nworker_idle_timeout_s = 1.0\n";
     std::fs::write(out.join("config.toml"), config).unwrap();
     let index = serde_json::json!({"protocol": arl_train::dist::PROTOCOL, "arl_version": env!("CARGO_PKG_VERSION"),
         "incarnation": "dead", "rounds": []});

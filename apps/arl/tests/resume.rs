@@ -6,99 +6,19 @@
 //! does a LoRA run, from its adapter-only checkpoint. An async run killed with a group in
 //! flight resumes without losing or repeating it.
 //!
-//! Each `arl` is a child process: this test binary re-executed to run only [`child`], which
-//! calls `arl::run` with the arguments in `ARL_RESUME_CHILD_ARGS`. (Not
-//! `CARGO_BIN_EXE_arl`: in a target directory shared by several worktrees that path is
-//! rebuilt by whichever tree built last; this test binary is this tree's own.)
+//! Each `arl` is a child process (`common::arl_child`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const ARGS_VAR: &str = "ARL_RESUME_CHILD_ARGS";
-/// In a child: an episode's end (`step` or `finish`) blocks forever after this many episodes
-/// have ended. (Counted at the end, not at `reset`: start-up checks reset tasks too.)
-const BLOCK_VAR: &str = "ARL_RESUME_BLOCK_AFTER_EPISODES";
-
-/// An env where a random model's episodes differ in reward (the fraction of lowercase ASCII
-/// letters in the reply), so every step has advantages, gradients and optimizer moments to
-/// get right. Registered in this test binary only.
-mod letters {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use arl_core::config::EnvConfig;
-    use arl_core::{
-        AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
-    };
-
-    struct Letters;
-
-    impl Env for Letters {
-        fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-            Ok((0..4).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
-        }
-        fn tools(&self) -> Vec<ToolSchema> {
-            vec![]
-        }
-        fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-            Ok(Box::new(Session(vec![Message::user(format!("say letters {}", task.id))])))
-        }
-    }
-
-    fn end_of_episode() {
-        static EPISODES: AtomicUsize = AtomicUsize::new(0);
-        let ended = EPISODES.fetch_add(1, Ordering::SeqCst);
-        if let Some(limit) = std::env::var(super::BLOCK_VAR).ok().and_then(|v| v.parse::<usize>().ok())
-            && ended >= limit
-        {
-            // Wait here for the parent's SIGKILL.
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-        }
-    }
-
-    struct Session(Vec<Message>);
-
-    impl EnvSession for Session {
-        fn messages(&self) -> &[Message] {
-            &self.0
-        }
-        fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
-            end_of_episode();
-            Ok(Step::Done(grade(&turn.text)))
-        }
-        fn finish(&mut self) -> Result<Outcome, EnvError> {
-            end_of_episode();
-            Ok(grade(""))
-        }
-    }
-
-    fn grade(text: &str) -> Outcome {
-        let n = text.chars().count().max(1) as f64;
-        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
-        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
-    }
-
-    fn letters_env(_: &EnvConfig, _: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-        Ok(Box::new(Letters))
-    }
-
-    arl_core::register!(EnvPlugin { name: "test-letters", about: "test stand-in", build: letters_env });
-}
+mod common;
+use common::{BLOCK_VAR, arl_child};
 
 /// Not a test of its own: the body of a child process (a no-op in a normal test run).
 #[test]
 fn child() {
-    let Ok(args) = std::env::var(ARGS_VAR) else { return };
-    arl_plugins::link();
-    let args: Vec<String> = serde_json::from_str(&args).unwrap();
-    let mut stdout = std::io::stdout();
-    if let Err(err) = arl::run(std::iter::once("arl".to_string()).chain(args), &mut stdout) {
-        arl::report(&err);
-        std::process::exit(1);
-    }
+    common::child();
 }
 
 fn out_dir(name: &str) -> PathBuf {
@@ -139,11 +59,7 @@ fn command(out: &Path, extra: &[&str]) -> Command {
     .to_vec();
     args.push(out.display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child", "--nocapture", "--test-threads", "1", "-q"])
-        .env(ARGS_VAR, serde_json::to_string(&args).unwrap())
-        .stdin(Stdio::null());
-    c
+    arl_child(&args)
 }
 
 fn run(out: &Path, extra: &[&str]) -> Output {
