@@ -40,6 +40,7 @@
 mod cgroup;
 mod child;
 mod collect;
+pub mod conformance;
 mod elf;
 mod python;
 mod rlimit;

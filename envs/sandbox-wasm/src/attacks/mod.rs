@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use arl_core::{Job, JobFile, JobOutcome, Limits, Sandbox};
 
+use arl_sandbox::conformance;
+
 use crate::{WasmSandbox, WasmSettings};
 
 fn sandbox() -> &'static WasmSandbox {
@@ -89,10 +91,7 @@ fn run(code: &str) -> JobOutcome {
 
 #[test]
 fn a_plain_job_runs_and_reports_resources() {
-    let out = run("import sys\nprint('hi')\nprint('err', file=sys.stderr)\nsys.exit(3)\n");
-    assert_eq!((out.exit_code, out.signal, out.timed_out), (Some(3), None, false), "{out:?}");
-    assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("hi\n", "err\n"));
-    assert!(out.max_rss_kb.unwrap() > 0 && out.cpu_ms.is_some());
+    conformance::a_plain_job_runs_and_reports_resources(&run);
     let out = run("print(sum(range(10)))\n");
     assert_eq!((out.exit_code, out.stdout.as_str()), (Some(0), "45\n"), "{out:?}");
 }
@@ -326,16 +325,7 @@ fn attack_a_large_file_is_stopped_at_the_file_size_limit() {
 #[test]
 fn attack_a_network_connection_is_impossible() {
     // WASI preview 1 has no socket creation: the socket module's functions fail.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let code = format!(
-        "try:\n    import socket\nexcept ImportError as e:\n    print('refused import'); print('refused import')\nelse:\n    for addr in [('127.0.0.1', {port}), ('1.1.1.1', 80)]:\n        try:\n            socket.create_connection(addr, timeout=1).close()\n            print('connected', addr)\n        except Exception as e:\n            print('refused', type(e).__name__)\n"
-    );
-    let out = run(&code);
-    assert!(!out.stdout.contains("connected"), "{out:?}");
-    assert_eq!(out.stdout.lines().filter(|l| l.starts_with("refused")).count(), 2, "{out:?}");
-    assert!(listener.accept().is_err(), "the host listener saw a connection");
+    conformance::a_network_connection_is_impossible(&run);
 }
 
 #[test]
@@ -357,19 +347,12 @@ fn attack_a_symlink_out_of_the_directory_is_not_followed() {
 
 #[test]
 fn attack_flooding_stdout_is_capped_without_deadlock() {
-    let limits = Limits { output_bytes: 4096, ..Limits::default() };
-    let out = run_with("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 10000)\nsys.stderr.write('e' * 100000)\n", limits);
-    assert!(out.success(), "{out:?}");
-    assert_eq!((out.stdout.len(), out.stdout_truncated), (4096, true));
-    assert_eq!((out.stderr.len(), out.stderr_truncated), (4096, true));
+    conformance::flooding_stdout_is_capped_without_deadlock(&run_with);
 }
 
 #[test]
 fn attack_an_endless_flood_ends_at_the_timeout() {
-    let limits = Limits { wall_timeout: Duration::from_millis(800), cpu_seconds: 5, ..Limits::default() };
-    let out = run_with("import os\nwhile True:\n    os.write(1, b'y' * 65536)\n", limits);
-    assert!(out.timed_out || out.signal.is_some(), "{out:?}");
-    assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+    conformance::an_endless_flood_ends_at_the_timeout(&run_with);
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! Every one must be contained, none may hang, and after each nothing of the job may be left
 //! (`support::assert_nothing_outlived`, run by every `run`). Forged *result* lines are the
 //! grader's business and are tested in `arl-tasks` (grade.rs); the answer-key hunt across
-//! both gyms is in the integration tests (`tests/integration/answer_key.rs`). The same
-//! classes against `wasm` are in arl-sandbox-wasm's attacks.
+//! both gyms is in the integration tests (`tests/integration/answer_key.rs`). The attacks
+//! every sandbox must contain are written once (`crate::conformance`); the same classes
+//! against `wasm` are in arl-sandbox-wasm's attacks.
 
 mod ipc;
 mod leftovers;
@@ -19,14 +20,12 @@ use std::time::Duration;
 
 use arl_core::{Job, JobFile, Limits, Sandbox};
 
+use crate::conformance;
 use support::{is_root, lines, run, run_with, sandbox};
 
 #[test]
 fn a_plain_job_runs_and_reports_resources() {
-    let out = run("import sys\nprint('hi')\nprint('err', file=sys.stderr)\nsys.exit(3)\n");
-    assert_eq!((out.exit_code, out.signal, out.timed_out), (Some(3), None, false), "{out:?}");
-    assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("hi\n", "err\n"));
-    assert!(out.max_rss_kb.unwrap() > 0 && out.cpu_ms.is_some());
+    conformance::a_plain_job_runs_and_reports_resources(&run);
 }
 
 #[test]
@@ -127,19 +126,12 @@ fn attack_the_parents_environment_is_out_of_reach() {
 
 #[test]
 fn attack_flooding_stdout_is_capped_without_deadlock() {
-    let limits = Limits { output_bytes: 4096, ..Limits::default() };
-    let out = run_with("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 10000)\nsys.stderr.write('e' * 100000)\n", limits);
-    assert!(out.success(), "{out:?}");
-    assert_eq!((out.stdout.len(), out.stdout_truncated), (4096, true));
-    assert_eq!((out.stderr.len(), out.stderr_truncated), (4096, true));
+    conformance::flooding_stdout_is_capped_without_deadlock(&run_with);
 }
 
 #[test]
 fn attack_an_endless_flood_ends_at_the_timeout() {
-    let limits = Limits { wall_timeout: Duration::from_millis(800), cpu_seconds: 5, ..Limits::default() };
-    let out = run_with("import os\nwhile True:\n    os.write(1, b'y' * 65536)\n", limits);
-    assert!(out.timed_out || out.signal.is_some(), "{out:?}");
-    assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+    conformance::an_endless_flood_ends_at_the_timeout(&run_with);
 }
 
 #[test]
