@@ -1,6 +1,7 @@
 //! arl-chat — the token layer: an HF `tokenizer.json` and the model's Jinja chat template,
 //! rendered exactly as `transformers`' `apply_chat_template` renders them, behind core's
-//! [`arl_core::ChatCodec`]; the start-up self-check; `--model` resolution.
+//! [`arl_core::ChatCodec`]; the start-up self-check. It loads from a model directory; resolving
+//! `--model` (directory, GGUF, preset, Hugging Face cache) is arl-qwen3's `hub`.
 //!
 //! [`HfChatCodec`] renders prompts and appends observations by rendering only the suffix
 //! the template writes after an assistant turn (never re-tokenizing history), so a
