@@ -51,3 +51,30 @@ pub fn a_network_connection_is_impossible(run: Run<'_>) {
     assert_eq!(out.stdout.lines().filter(|l| l.starts_with("refused")).count(), 2, "{out:?}");
     assert!(listener.accept().is_err(), "the host listener saw a connection");
 }
+
+/// Every attack above as a `#[test]` of the calling crate, with `run` ([`Run`]) and `run_with`
+/// ([`RunWith`]) the suite's runners: `arl_sandbox::conformance_tests!(run, run_with);`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($run:path, $run_with:path) => {
+        #[test]
+        fn conformance_a_plain_job_runs_and_reports_resources() {
+            $crate::conformance::a_plain_job_runs_and_reports_resources(&$run);
+        }
+
+        #[test]
+        fn conformance_flooding_stdout_is_capped_without_deadlock() {
+            $crate::conformance::flooding_stdout_is_capped_without_deadlock(&$run_with);
+        }
+
+        #[test]
+        fn conformance_an_endless_flood_ends_at_the_timeout() {
+            $crate::conformance::an_endless_flood_ends_at_the_timeout(&$run_with);
+        }
+
+        #[test]
+        fn conformance_a_network_connection_is_impossible() {
+            $crate::conformance::a_network_connection_is_impossible(&$run);
+        }
+    };
+}

@@ -20,13 +20,10 @@ use std::time::Duration;
 
 use arl_core::{Job, JobFile, Limits, Sandbox};
 
-use crate::conformance;
 use support::{is_root, lines, run, run_with, sandbox};
 
-#[test]
-fn a_plain_job_runs_and_reports_resources() {
-    conformance::a_plain_job_runs_and_reports_resources(&run);
-}
+// The attacks every sandbox must contain (`crate::conformance`).
+crate::conformance_tests!(run, run_with);
 
 #[test]
 fn stdin_reaches_the_job_and_files_sit_beside_it() {
@@ -122,16 +119,6 @@ fn attack_the_parents_environment_is_out_of_reach() {
     let l = lines(&out);
     assert!(l[0] == "['HOME', 'LANG', 'PATH'] 0" || l[0] == "['HOME', 'LANG', 'LC_CTYPE', 'PATH'] 0", "{out:?}");
     assert_eq!(l[1], "refused 2", "no parent in the job's PID namespace: {out:?}");
-}
-
-#[test]
-fn attack_flooding_stdout_is_capped_without_deadlock() {
-    conformance::flooding_stdout_is_capped_without_deadlock(&run_with);
-}
-
-#[test]
-fn attack_an_endless_flood_ends_at_the_timeout() {
-    conformance::an_endless_flood_ends_at_the_timeout(&run_with);
 }
 
 #[test]

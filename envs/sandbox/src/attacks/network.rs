@@ -6,11 +6,6 @@ use std::os::unix::net::UnixListener;
 use super::support::{lines, run};
 
 #[test]
-fn attack_a_network_connection_is_impossible() {
-    crate::conformance::a_network_connection_is_impossible(&run);
-}
-
-#[test]
 fn attack_host_unix_sockets_are_unreachable_by_path_or_abstract_name() {
     // A "host daemon" listening on a path in the host's temp dir and on an abstract name,
     // and the well-known daemons' sockets where this host has them.
