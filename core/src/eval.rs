@@ -28,7 +28,7 @@ impl TaskCount {
 }
 
 /// Unbiased pass@k (Chen et al. 2021): 1 − C(n−c, k)/C(n, k), in the stable product form
-/// 1 − Π_{i=n−c+1}^{n} (1 − k/i); 1 when n − c < k. `None` when n < k.
+/// 1 − Π_{i=n−c+1}^{n} (1 − k/i); 1 when n − c < k. `None` when n < k or c > n (more successes than attempts).
 pub fn pass_at_k(n: u32, c: u32, k: u32) -> Option<f64> {
     if n < k || c > n {
         return None;
