@@ -30,8 +30,9 @@ use arl_core::RunConfig;
 use arl_core::chat::ChatCodec;
 use arl_core::policy::TrainablePolicy;
 
-/// The loop's own state at a checkpoint: `trainer_state.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The loop's own state at a checkpoint: `trainer_state.json`. The default is a fresh run's
+/// (nothing done, nothing evaluated, the default config).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainerState {
     /// Steps done; training continues with step `step + 1`.
     pub step: u32,
@@ -355,22 +356,7 @@ mod tests {
     fn put(root: &Path, name: &str, step: u32) {
         let dir = root.join("checkpoints").join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let state = TrainerState {
-            step,
-            config: RunConfig::default(),
-            steps: vec![],
-            before: None,
-            before_instances: None,
-            after: None,
-            after_instances: None,
-            task_sampler: None,
-            tool_stats: BTreeMap::new(),
-            wall_seconds: 0.0,
-            tasks_used: 0,
-            run_id: None,
-            groups_in_flight: 0,
-            sft: None,
-        };
+        let state = TrainerState { step, ..TrainerState::default() };
         std::fs::write(dir.join(STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
     }
 

@@ -162,22 +162,7 @@ mod tests {
     fn put_checkpoint(dir: &Path, name: &str, step: u32, run_id: Option<&str>, config: &RunConfig) {
         let d = dir.join("checkpoints").join(name);
         std::fs::create_dir_all(&d).unwrap();
-        let state = TrainerState {
-            step,
-            config: config.clone(),
-            steps: vec![],
-            before: None,
-            before_instances: None,
-            after: None,
-            after_instances: None,
-            task_sampler: None,
-            tool_stats: Default::default(),
-            wall_seconds: 0.0,
-            tasks_used: 0,
-            run_id: run_id.map(str::to_string),
-            groups_in_flight: 0,
-            sft: None,
-        };
+        let state = TrainerState { step, config: config.clone(), run_id: run_id.map(str::to_string), ..TrainerState::default() };
         std::fs::write(d.join(checkpoint::STATE_FILE), serde_json::to_string(&state).unwrap()).unwrap();
     }
 

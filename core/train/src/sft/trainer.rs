@@ -214,18 +214,11 @@ pub fn train_sft(
     let state_at = |step: u32, steps: &[SftStepMetrics], cursor: usize| TrainerState {
         step,
         config: config.clone(),
-        steps: Vec::new(),
-        before: None,
-        before_instances: None,
-        after: None,
-        after_instances: None,
-        task_sampler: None,
-        tool_stats: Default::default(),
         wall_seconds: earlier_seconds + start.elapsed().as_secs_f64(),
         tasks_used: cursor,
         run_id: run_id.clone(),
-        groups_in_flight: 0,
         sft: Some(SftProgress { steps: steps.to_vec(), heldout_before, examples_used: cursor }),
+        ..TrainerState::default()
     };
     // Pass `e` over the data visits it in the order `shuffled(n, seed ^ e·φ)`.
     let order = |epoch: usize| shuffled(n, t.seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));

@@ -194,15 +194,11 @@ impl Run<'_> {
             steps: steps.to_vec(),
             before: before[0].clone(),
             before_instances: before[1].clone(),
-            after: None,
-            after_instances: None,
-            task_sampler: None,
             tool_stats: tool_stats.clone(),
             wall_seconds: self.wall_seconds(),
             tasks_used,
             run_id: self.run_id.clone(),
-            groups_in_flight: 0,
-            sft: None,
+            ..TrainerState::default()
         }
     }
 }

@@ -141,9 +141,7 @@ pub(super) fn train_steps(
                         }
                         // Lockstep, and dynamic sampling's further rounds: drawn and sampled now,
                         // by the current weights.
-                        let position = curriculum.used();
-                        let tasks = curriculum.draw(n).into_iter().map(|i| train_tasks[i].id.clone()).collect();
-                        let rounds = plan(step, step).rounds(tasks, position, base, attempt, &mut next_round);
+                        let rounds = draw_rounds(&mut curriculum, &train_tasks, &plan(step, step), n, base, attempt, &mut next_round);
                         let outputs = executor.run(&mut *policy, &rounds, &mut |d, t| progress(&stage, d, t))?;
                         Ok(concat(outputs))
                     };
@@ -235,8 +233,7 @@ impl Ahead {
         progress: &mut dyn FnMut(&str, usize, usize),
     ) -> Result<Ahead, TrainError> {
         let position = curriculum.used();
-        let ids = curriculum.draw(plan.prompts).into_iter().map(|i| tasks[i].id.clone()).collect();
-        let rounds = plan.rounds(ids, position, 0, 0, next_round);
+        let rounds = draw_rounds(curriculum, tasks, &plan, plan.prompts, 0, 0, next_round);
         let stage = format!("step {} rollout (issued ahead)", plan.step + 1);
         executor.issue(&mut *policy, &rounds, &mut |d, t| progress(&stage, d, t))?;
         Ok(Ahead { step: plan.step, position, rounds })
@@ -246,6 +243,22 @@ impl Ahead {
     fn groups(&self) -> usize {
         self.rounds.iter().map(|r| r.task_ids.len()).sum()
     }
+}
+
+/// The rounds of `n` groups drawn now from the curriculum, their groups from `base` on, for
+/// dynamic sampling's `attempt` (ids from `next_round`).
+fn draw_rounds(
+    curriculum: &mut Curriculum,
+    tasks: &[Task],
+    plan: &Plan,
+    n: usize,
+    base: usize,
+    attempt: u32,
+    next_round: &mut u64,
+) -> Vec<RoundSpec> {
+    let position = curriculum.used();
+    let ids = curriculum.draw(n).into_iter().map(|i| tasks[i].id.clone()).collect();
+    plan.rounds(ids, position, base, attempt, next_round)
 }
 
 /// KL in the reward (`loss.kl_placement = "reward"`): the reference scores each round's
