@@ -1,6 +1,11 @@
 //! Helpers shared by the integration tests in `integration/`.
 
+use std::collections::VecDeque;
 use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arl_core::{FinishReason, Generation, PolicyError, SamplingParams, ScoreParams, Scores};
 
 /// Run `arl ARGS…` in-process; Ok(stdout) or Err(the one-line error a user would see).
 pub fn arl(args: &[&str]) -> Result<String, String> {
@@ -82,4 +87,47 @@ pub fn smollm2_dir() -> std::path::PathBuf {
         Err(e) => Err(e.to_string()),
     });
     dir.clone().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The tiny model, except that scripted turns are forced (their log-probs still the model's,
+/// scored at the sampling temperature); every turn it hands out is logged.
+pub struct Spy {
+    pub inner: arl_qwen3::QwenPolicy,
+    pub script: VecDeque<Option<Vec<u32>>>,
+    pub log: Arc<Mutex<Vec<Generation>>>,
+}
+
+impl arl_core::Policy for Spy {
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+        assert_eq!((prompts.len(), params.top_k, params.top_p), (1, None, None), "one row, no truncation");
+        let out = match self.script.pop_front().flatten() {
+            None => self.inner.generate(prompts, params)?,
+            Some(ids) => {
+                let sequence = [prompts[0].clone(), ids.clone()].concat();
+                let positions: Vec<usize> = (prompts[0].len()..sequence.len()).collect();
+                let scores = self.inner.score(&[sequence], Some(std::slice::from_ref(&positions)), ScoreParams::at(params.temperature))?;
+                let all = scores.logprobs.into_data().to_vec::<f32>().unwrap();
+                let sampler_logprobs = positions.iter().map(|&t| all[t]).collect();
+                vec![Generation { ids, sampler_logprobs, finish: FinishReason::Stop }]
+            }
+        };
+        self.log.lock().unwrap().extend(out.iter().cloned());
+        Ok(out)
+    }
+
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.inner.score(sequences, positions, params)
+    }
+}
+
+/// The interpreter and site-packages `scripts/setup/openai.sh` installed.
+pub fn openai_sdk() -> (PathBuf, PathBuf) {
+    let dir = PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/arl/assets/openai");
+    let python = std::fs::read_to_string(dir.join("python")).unwrap_or_default();
+    assert!(
+        dir.join("site-packages/openai/__init__.py").is_file() && !python.trim().is_empty(),
+        "no openai SDK in {}; run scripts/setup/openai.sh",
+        dir.display()
+    );
+    (PathBuf::from(python.trim()), dir.join("site-packages"))
 }

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EnvError, EpisodeStats, Message, OracleNoise, OracleTurn, ParsedCall, Split, Task, ToolResult, ToolSchema};
+use crate::{
+    ChatCodec, EnvError, Episode, EpisodeStats, Message, OracleNoise, OracleTurn, ParsedCall, Policy, Split, Task, ToolResult, ToolSchema,
+};
 
 /// A gym: its tasks, the tools it offers, and a way to start episodes.
 pub trait Env: Send + Sync {
@@ -24,6 +26,48 @@ pub trait Env: Send + Sync {
         let _ = (task, noise, seed);
         Ok(None)
     }
+    /// An env whose episodes an agent program of its own runs ([`AgentEnv`]); `None` (the
+    /// default): the rollout engine drives every episode turn by turn through [`Env::reset`].
+    fn agent(&self) -> Option<&dyn AgentEnv> {
+        None
+    }
+}
+
+/// How the rollout engine has an [`AgentEnv`] sample: the run's per-turn and per-episode
+/// limits, as it applies them to the episodes it drives itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSampling {
+    /// The run's sampling temperature (no top-k/top-p: training samples untruncated).
+    pub temperature: f64,
+    /// New tokens per assistant turn at most.
+    pub max_new_tokens: usize,
+    /// Assistant turns per episode at most.
+    pub max_turns: u32,
+    /// `<tool_call>` blocks per turn that count as calls.
+    pub max_calls_per_turn: u32,
+    /// Tokens in an episode's stream at most, prompt included.
+    pub max_episode_tokens: usize,
+    /// Seeds the episodes' turns (deterministic for the same requests).
+    pub seed: u64,
+}
+
+/// An env whose episodes an agent program runs: an existing harness that asks for each
+/// turn itself, over an OpenAI-compatible API (`harness`). The rollout engine lends it the
+/// policy and the chat codec for one batch of episodes and takes back graded episodes whose
+/// policy tokens are exactly the ids the policy sampled (the env hands both to arl-endpoint,
+/// which records them; the env itself still reads only text).
+pub trait AgentEnv: Send + Sync {
+    /// One episode per `(task, group)`, in order. `progress(done, total)` as episodes end.
+    /// A harness that fails to run is an episode marked as an infrastructure failure
+    /// ([`EpisodeStats::infra_failure`]), not an error.
+    fn run_episodes(
+        &self,
+        specs: &[(Task, usize)],
+        policy: &mut dyn Policy,
+        codec: &dyn ChatCodec,
+        sampling: &AgentSampling,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<Episode>, EnvError>;
 }
 
 /// One live episode. The rollout engine calls [`EnvSession::step`] once per sampled

@@ -66,6 +66,8 @@ pub enum EpisodeFinish {
     ResponseBudget,
     /// The first prompt was longer than `sampling.max_prompt_tokens`.
     PromptBudget,
+    /// An agent program ([`crate::AgentEnv`]) ran past its env's time limit and was stopped.
+    TimeLimit,
 }
 
 impl EpisodeFinish {
@@ -78,6 +80,7 @@ impl EpisodeFinish {
             EpisodeFinish::EpisodeBudget => "episode_budget",
             EpisodeFinish::ResponseBudget => "response_budget",
             EpisodeFinish::PromptBudget => "prompt_budget",
+            EpisodeFinish::TimeLimit => "time_limit",
         }
     }
 }

@@ -156,4 +156,19 @@ pub trait Sandbox: Send + Sync {
     fn python_packages(&self) -> Option<&str> {
         None
     }
+    /// Run `job` able to reach one host unix socket, `endpoint` (a server the caller runs,
+    /// e.g. arl-endpoint's), seen at [`ENDPOINT_AT`] in the job's root, with the job's own
+    /// loopback interface up so that a relay in the job can listen on `127.0.0.1`; the job
+    /// reaches nothing else (no host loopback, no network). The default refuses: a sandbox
+    /// that cannot connect a job this narrowly must not run it.
+    fn run_with_endpoint(&self, job: &Job, endpoint: &std::path::Path) -> Result<JobOutcome, SandboxError> {
+        let _ = (job, endpoint);
+        Err(SandboxError::Setup(format!(
+            "sandbox `{}` cannot connect a job to an endpoint (only `rlimit` can); use --sandbox rlimit",
+            self.name()
+        )))
+    }
 }
+
+/// Where [`Sandbox::run_with_endpoint`] shows a job the endpoint's unix socket.
+pub const ENDPOINT_AT: &str = "/endpoint.sock";

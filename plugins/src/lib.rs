@@ -7,6 +7,7 @@
 
 use arl_env_dataset as _;
 use arl_env_edit as _;
+use arl_env_harness as _;
 use arl_env_process as _;
 use arl_env_sum as _;
 use arl_env_tools as _;

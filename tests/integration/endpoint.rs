@@ -16,39 +16,8 @@ use arl_core::{
     ToolSchema,
 };
 use arl_endpoint::{Endpoint, EndpointConfig, SessionConfig};
-use arl_tests::qwen3_tokenizer_dir;
+use arl_tests::{Spy, openai_sdk, qwen3_tokenizer_dir};
 use serde_json::{Value, json};
-
-/// The tiny model, except that scripted turns are forced (their log-probs still the model's,
-/// scored at the sampling temperature); every turn it hands out is logged.
-struct Spy {
-    inner: arl_qwen3::QwenPolicy,
-    script: VecDeque<Option<Vec<u32>>>,
-    log: Arc<Mutex<Vec<Generation>>>,
-}
-
-impl Policy for Spy {
-    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
-        assert_eq!((prompts.len(), params.top_k, params.top_p), (1, None, None), "one row, no truncation");
-        let out = match self.script.pop_front().flatten() {
-            None => self.inner.generate(prompts, params)?,
-            Some(ids) => {
-                let sequence = [prompts[0].clone(), ids.clone()].concat();
-                let positions: Vec<usize> = (prompts[0].len()..sequence.len()).collect();
-                let scores = self.inner.score(&[sequence], Some(std::slice::from_ref(&positions)), ScoreParams::at(params.temperature))?;
-                let all = scores.logprobs.into_data().to_vec::<f32>().unwrap();
-                let sampler_logprobs = positions.iter().map(|&t| all[t]).collect();
-                vec![Generation { ids, sampler_logprobs, finish: FinishReason::Stop }]
-            }
-        };
-        self.log.lock().unwrap().extend(out.iter().cloned());
-        Ok(out)
-    }
-
-    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
-        self.inner.score(sequences, positions, params)
-    }
-}
 
 fn weather() -> ToolSchema {
     ToolSchema {
@@ -61,18 +30,6 @@ fn weather() -> ToolSchema {
 fn call(city: &str) -> MessageToolCall {
     let arguments = json!({"city": city}).as_object().unwrap().clone();
     MessageToolCall { kind: "function".into(), function: ToolCall { name: "get_weather".into(), arguments } }
-}
-
-/// The interpreter and site-packages `scripts/setup/openai.sh` installed.
-fn openai_sdk() -> (PathBuf, PathBuf) {
-    let dir = PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/arl/assets/openai");
-    let python = std::fs::read_to_string(dir.join("python")).unwrap_or_default();
-    assert!(
-        dir.join("site-packages/openai/__init__.py").is_file() && !python.trim().is_empty(),
-        "no openai SDK in {}; run scripts/setup/openai.sh",
-        dir.display()
-    );
-    (PathBuf::from(python.trim()), dir.join("site-packages"))
 }
 
 /// One raw HTTP exchange (what no SDK would send): the status and the JSON body.

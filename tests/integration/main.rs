@@ -15,6 +15,7 @@ mod flex_kernels;
 mod fuzz;
 mod gguf;
 mod gradients;
+mod harness;
 mod help;
 mod lm_head;
 mod lora;

@@ -24,12 +24,14 @@
 pub mod api;
 pub mod error;
 pub mod http;
+pub mod lend;
 pub mod record;
 mod reply;
 mod server;
 mod session;
 
 pub use error::ApiError;
+pub use lend::lend;
 pub use record::{RecordedBranch, SessionRecord, SessionStats};
 pub use server::{Address, Endpoint, EndpointConfig, SessionConfig};
 

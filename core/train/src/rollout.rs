@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::micro::MicroBatching;
 use arl_core::chat::{ChatCodec, Conversation};
-use arl_core::policy::{FinishReason, Policy, SamplingParams};
+use arl_core::policy::{FinishReason, Generation, Policy, PolicyError, SamplingParams, ScoreParams, Scores};
 use arl_core::toolcall::parse_turn;
-use arl_core::{Env, EnvSession, Episode, EpisodeFinish, Message, Outcome, Step, Task};
+use arl_core::{AgentEnv, AgentSampling, Env, EnvSession, Episode, EpisodeFinish, Message, Outcome, Step, Task};
 
 /// How episodes are rolled out.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,6 +82,9 @@ pub fn rollout(
     opts: &RolloutOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+    if let Some(agent) = env.agent() {
+        return agent_rollout(agent, codec, policy, specs, opts, progress);
+    }
     let start = Instant::now();
     let tools = env.tools();
     let mut stats = RolloutStats { episodes: specs.len(), ..Default::default() };
@@ -203,6 +206,66 @@ pub fn rollout(
     stats.seconds = start.elapsed().as_secs_f64();
     let episodes = done.into_iter().map(|e| e.expect("every episode finished")).collect();
     Ok((episodes, stats))
+}
+
+/// Episodes an agent program runs ([`AgentEnv`]): the env is lent the policy, whose
+/// generation time and tokens are counted here.
+fn agent_rollout(
+    agent: &dyn AgentEnv,
+    codec: &dyn ChatCodec,
+    policy: &mut dyn Policy,
+    specs: &[(Task, usize)],
+    opts: &RolloutOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Episode>, RolloutStats), TrainError> {
+    let start = Instant::now();
+    let sampling = AgentSampling {
+        temperature: opts.sampling.temperature,
+        max_new_tokens: opts.sampling.max_new_tokens,
+        max_turns: opts.max_turns,
+        max_calls_per_turn: opts.max_calls_per_turn,
+        max_episode_tokens: opts.max_episode_tokens,
+        seed: opts.sampling.seed,
+    };
+    let mut timed = TimedPolicy { inner: policy, seconds: 0.0, prompt_tokens: 0 };
+    let episodes = agent.run_episodes(specs, &mut timed, codec, &sampling, progress)?;
+    if episodes.len() != specs.len() {
+        return Err(TrainError::Env(arl_core::EnvError::Other(format!(
+            "the env's agent returned {} episodes for {} tasks",
+            episodes.len(),
+            specs.len()
+        ))));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let stats = RolloutStats {
+        episodes: episodes.len(),
+        generated_tokens: episodes.iter().map(Episode::policy_tokens).sum(),
+        generate_seconds: timed.seconds,
+        env_seconds: seconds - timed.seconds,
+        seconds,
+        truncated: episodes.iter().filter(|e| e.stats.truncated).count(),
+        prompt_tokens: timed.prompt_tokens,
+        prefill_tokens: timed.prompt_tokens,
+    };
+    Ok((episodes, stats))
+}
+
+/// A policy whose generation time and prompt tokens are counted.
+struct TimedPolicy<'a> {
+    inner: &'a mut dyn Policy,
+    seconds: f64,
+    prompt_tokens: usize,
+}
+
+impl Policy for TimedPolicy<'_> {
+    fn generate(&mut self, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<Vec<Generation>, PolicyError> {
+        self.prompt_tokens += prompts.iter().map(Vec::len).sum::<usize>();
+        timed(&mut self.seconds, || self.inner.generate(prompts, params))
+    }
+
+    fn score(&self, sequences: &[Vec<u32>], positions: Option<&[Vec<usize>]>, params: ScoreParams) -> Result<Scores, PolicyError> {
+        self.inner.score(sequences, positions, params)
+    }
 }
 
 /// `f()`, its wall time added to `seconds`.

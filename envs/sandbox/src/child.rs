@@ -9,7 +9,8 @@
 //! 2. make every mount private, mount a small tmpfs as the new root, `pivot_root` into it
 //!    with the old root at `/oldroot`;
 //! 3. recreate the planned entries ([`crate::root::RootPlan`]): directories, symlinks,
-//!    binds of host files taken from `/oldroot`;
+//!    binds of host files taken from `/oldroot`; for a job run with an endpoint, bind its
+//!    host unix socket at [`ENDPOINT`] and bring the namespace's loopback interface up;
 //! 4. mount `/proc` (this PID namespace's), `/dev` (a tmpfs with binds of the host's
 //!    `null`, `zero` and `urandom`), point `/tmp` at `/job`; detach the old root;
 //! 5. make the whole tree read-only, then mount the job's tmpfs at `/job` (byte and inode
@@ -71,6 +72,7 @@ pub enum Step {
     Seccomp,
     Exec,
     Cgroup,
+    Endpoint,
 }
 
 impl Step {
@@ -97,6 +99,7 @@ impl Step {
             Seccomp,
             Exec,
             Cgroup,
+            Endpoint,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -124,6 +127,7 @@ impl Step {
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the interpreter",
             Step::Cgroup => "joining the job's memory cgroup",
+            Step::Endpoint => "connecting the job to its endpoint (the socket's bind, the loopback interface)",
         }
     }
 }
@@ -184,7 +188,12 @@ pub struct ChildPlan<'a> {
     /// The job's memory cgroup (`cgroup.procs`, open for writing), joined first, after which
     /// the child enters a new cgroup namespace; `None`: none (the clone made the namespace).
     pub cgroup: Option<BorrowedFd<'a>>,
+    /// The endpoint's unix socket under `/oldroot`, bound at [`ENDPOINT`]; `None`: no endpoint.
+    pub endpoint: Option<&'a CStr>,
 }
+
+/// Where a job sees its endpoint's socket ([`arl_core::ENDPOINT_AT`]).
+pub const ENDPOINT: &CStr = c"/endpoint.sock";
 
 /// The failure a child reports: the step, which entry (for `RootEntry`), the errno.
 pub type Failure = (Step, u32, c_int);
@@ -319,6 +328,11 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
             Op::Overlay { path, .. } => mkdir(path.as_c_str(), mode(0o755)).at(RootEntry, i)?,
         }
     }
+    if let Some(socket) = plan.endpoint {
+        touch(ENDPOINT, 0o644).at(Endpoint, 0)?;
+        mount(Some(socket), ENDPOINT, NONE, MsFlags::MS_BIND, NONE).at(Endpoint, 0)?;
+        loopback_up().at(Endpoint, 1)?;
+    }
 
     // 4. /proc, /dev, /tmp; the old root goes.
     for dir in [c"/job", c"/proc", c"/dev"] {
@@ -401,6 +415,25 @@ fn setup(plan: &ChildPlan) -> Result<(), Failure> {
     // SAFETY: a C string and two null-terminated arrays of C strings that outlive the call.
     unsafe { libc::execve(plan.python.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr()) };
     Err((Exec, 0, errno()))
+}
+
+/// Bring up `lo`, the only interface of the job's new network namespace (down when created),
+/// so that the job can listen and connect on `127.0.0.1`, its own loopback: nothing of the
+/// host's. Raw: nix has no `SIOCSIFFLAGS`; the request is built on the stack.
+fn loopback_up() -> nix::Result<()> {
+    // SAFETY: `ifreq` is plain data, valid zeroed; the socket is closed by its `OwnedFd`.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(Errno::last());
+        }
+        let fd = <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd);
+        let mut request: libc::ifreq = std::mem::zeroed();
+        request.ifr_name[0] = b'l' as c_char;
+        request.ifr_name[1] = b'o' as c_char;
+        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        Errno::result(libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &request as *const libc::ifreq)).map(drop)
+    }
 }
 
 /// Drop to the job's own uid and gid, no supplementary groups.

@@ -306,6 +306,29 @@ impl Sandbox for RlimitSandbox {
     }
 
     fn run(&self, job: &Job) -> Result<JobOutcome, SandboxError> {
+        self.run_job(job, None)
+    }
+
+    fn run_with_endpoint(&self, job: &Job, endpoint: &Path) -> Result<JobOutcome, SandboxError> {
+        use std::os::unix::fs::FileTypeExt;
+        let setup = |why: String| SandboxError::Setup(format!("endpoint `{}`: {why}", endpoint.display()));
+        if !endpoint.is_absolute() {
+            return Err(setup("not an absolute path".into()));
+        }
+        match std::fs::metadata(endpoint) {
+            Ok(m) if m.file_type().is_socket() => {}
+            Ok(_) => return Err(setup("not a unix socket".into())),
+            Err(e) => return Err(setup(e.to_string())),
+        }
+        let under_old_root = Path::new("/oldroot").join(endpoint.strip_prefix("/").unwrap_or(endpoint));
+        let socket = CString::new(under_old_root.as_os_str().as_bytes()).map_err(|_| setup("the path holds a NUL byte".into()))?;
+        self.run_job(job, Some(&socket))
+    }
+}
+
+impl RlimitSandbox {
+    /// Run `job`, connected to the endpoint socket at `endpoint` (under `/oldroot`) if any.
+    fn run_job(&self, job: &Job, endpoint: Option<&std::ffi::CStr>) -> Result<JobOutcome, SandboxError> {
         let limits = clamp(&job.limits, &self.settings.limits);
         let nproc = job.limits.processes.min(self.settings.max_processes);
         let p = match &self.shell_root {
@@ -379,6 +402,7 @@ impl Sandbox for RlimitSandbox {
             nproc,
             seccomp: &p.seccomp,
             cgroup: cgroup_fd,
+            endpoint,
         };
         let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
         // With a memory cgroup the child makes its cgroup namespace itself, once inside it.

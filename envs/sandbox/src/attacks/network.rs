@@ -2,6 +2,7 @@
 //! abstract name, and no socket family beyond unix and inet.
 
 use std::os::unix::net::UnixListener;
+use std::path::Path;
 
 use super::support::{lines, run};
 
@@ -82,4 +83,72 @@ fn attack_io_uring_and_namespace_calls_are_refused() {
         ["io_uring_setup -1 1", "unshare -1 1", "mount -1 1", "keyctl -1 1", "bpf -1 1"],
         "each fails with EPERM: {out:?}"
     );
+}
+
+#[test]
+fn attack_a_job_with_an_endpoint_reaches_that_socket_and_nothing_else() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::PermissionsExt;
+
+    use arl_core::{Job, JobFile, Sandbox};
+
+    assert_eq!(crate::child::ENDPOINT.to_str().unwrap(), arl_core::ENDPOINT_AT);
+    // The endpoint: a unix socket in a directory only the trainer may enter.
+    let dir = std::env::temp_dir().join(format!("arl-endpoint-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.join("endpoint.sock");
+    let endpoint = UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = endpoint.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line).unwrap();
+        (&stream).write_all(format!("pong {line}").as_bytes()).unwrap();
+    });
+    // What it must not reach: a TCP server on the host's loopback, a unix socket beside the
+    // endpoint's, and the endpoint's directory itself.
+    let host_tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    host_tcp.set_nonblocking(true).unwrap();
+    let beside = UnixListener::bind(dir.join("other.sock")).unwrap();
+    beside.set_nonblocking(true).unwrap();
+    let port = host_tcp.local_addr().unwrap().port();
+    let code = format!(
+        r#"import os, socket
+s = socket.socket(socket.AF_UNIX); s.connect({at:?}); s.sendall(b"ping\n"); print(s.recv(100).decode().strip()); s.close()
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+c = socket.create_connection(l.getsockname(), timeout=2); a, _ = l.accept(); c.sendall(b"x"); print("own loopback", a.recv(1).decode())
+for addr in [("127.0.0.1", {port}), ("1.1.1.1", 80)]:
+    try:
+        socket.create_connection(addr, timeout=1).close(); print("connected", addr)
+    except OSError as e:
+        print("refused", addr)
+for path in [{beside:?}, {dir:?}]:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); print("connected", path)
+    except OSError as e:
+        print("refused", path)
+print("sees", sorted(n for n in os.listdir("/") if "sock" in n))
+"#,
+        at = arl_core::ENDPOINT_AT,
+        beside = dir.join("other.sock").display().to_string(),
+        dir = dir.join("endpoint.sock").display().to_string(),
+    );
+    let job = Job::python("main.py", vec![JobFile { path: "main.py".into(), contents: code }]);
+    let out = super::support::sandbox().run_with_endpoint(&job, &socket).expect("the sandbox runs the job");
+    super::support::assert_nothing_outlived();
+    server.join().unwrap();
+    let got = lines(&out);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(got[0], "pong ping", "{out:?}");
+    assert_eq!(got[1], "own loopback x", "{out:?}");
+    assert_eq!(got.iter().filter(|l| l.starts_with("refused")).count(), 4, "{out:?}");
+    assert!(!out.stdout.contains("connected"), "{out:?}");
+    assert_eq!(got.last().unwrap(), &"sees ['endpoint.sock']", "{out:?}");
+    assert!(host_tcp.accept().is_err() && beside.accept().is_err(), "a host listener saw a connection");
+    // A path that is not a socket is refused before any job starts.
+    let refused = super::support::sandbox().run_with_endpoint(&job, Path::new("/etc/hostname")).unwrap_err();
+    assert!(refused.to_string().contains("not a unix socket"), "{refused}");
 }

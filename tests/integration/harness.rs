@@ -1,0 +1,247 @@
+//! The `harness` env (arl-env-harness): an agent program of the user's own runs in the `rlimit`
+//! sandbox and samples every turn from the policy through arl-endpoint. The program here is
+//! the example on the official `openai` SDK (examples/harness/agent.py, `scripts/setup/openai.sh`)
+//! over the tiny random-weights model, with scripted turns where a test needs a known answer;
+//! the episodes' policy tokens are checked against the ids the policy handed out, their
+//! sampler log-probs against the trainer's scores, their rewards against the hidden tests.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use arl_chat::HfChatCodec;
+use arl_core::config::{EnvConfig, SandboxConfig};
+use arl_core::message::MessageToolCall;
+use arl_core::registry::{self, EnvPlugin, SandboxPlugin};
+use arl_core::{AgentSampling, ChatCodec, Env, Message, Policy, ScoreParams, Split, Task, ToolCall};
+use arl_tests::{Spy, openai_sdk, qwen3_tokenizer_dir};
+use serde_json::json;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The `harness` env over the `rlimit` sandbox, with the openai SDK bound into jobs.
+fn harness_env(options: serde_json::Value) -> Box<dyn Env> {
+    arl_plugins::link();
+    let (_, site) = openai_sdk();
+    let config = SandboxConfig {
+        timeout_s: 120.0,
+        cpu_s: 120,
+        memory_mb: 2048,
+        binds: [site.clone()].into_iter().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect(),
+        ..SandboxConfig::default()
+    };
+    let sandbox = (registry::get::<SandboxPlugin>("rlimit").unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
+    let mut options = options.as_object().unwrap().clone();
+    options.insert("python_path".into(), json!([site.display().to_string()]));
+    let config = EnvConfig { name: "harness".into(), options, ..EnvConfig::default() };
+    (registry::get::<EnvPlugin>("harness").unwrap().build)(&config, sandbox).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The shared libraries the SDK's compiled wheels (pydantic-core, jiter) link and the
+/// interpreter itself does not (libgcc_s, librt, …): the sandbox's root has them only when
+/// bound (docs/harness.md says how to list them).
+fn wheel_libraries(site: &Path) -> Vec<PathBuf> {
+    let mut libs = std::collections::BTreeSet::new();
+    for package in ["pydantic_core", "jiter"] {
+        for entry in std::fs::read_dir(site.join(package)).unwrap().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "so") {
+                let out = std::process::Command::new("ldd").arg(entry.path()).output().expect("ldd");
+                for line in String::from_utf8_lossy(&out.stdout).lines() {
+                    if let Some(path) = line.split("=> ").nth(1).and_then(|r| r.split(' ').next()).filter(|p| p.starts_with('/')) {
+                        libs.insert(std::fs::canonicalize(path).unwrap());
+                    }
+                }
+            }
+        }
+    }
+    libs.into_iter().collect()
+}
+
+fn sampling() -> AgentSampling {
+    AgentSampling { temperature: 1.0, max_new_tokens: 24, max_turns: 8, max_calls_per_turn: 4, max_episode_tokens: 4096, seed: 3 }
+}
+
+fn codec() -> HfChatCodec {
+    HfChatCodec::load(&qwen3_tokenizer_dir()).unwrap().with_enable_thinking(Some(false))
+}
+
+/// The ids of an assistant turn calling `name` with `arguments`, as the template renders it.
+fn call_ids(codec: &dyn ChatCodec, name: &str, arguments: serde_json::Value) -> Vec<u32> {
+    let mut turn = Message::assistant("");
+    turn.tool_calls.push(MessageToolCall {
+        kind: "function".into(),
+        function: ToolCall { name: name.into(), arguments: arguments.as_object().unwrap().clone() },
+    });
+    codec.assistant_ids(&[Message::user("fix it")], &[], &turn).unwrap()
+}
+
+#[test]
+fn the_example_agent_fixes_a_bug_through_the_endpoint_and_its_episode_is_the_sampled_ids() {
+    let agent = repo_root().join("examples/harness/agent.py");
+    let env = harness_env(json!({"command": "python3 /job/agent.py", "files": [agent], "parallel": 1, "timeout_s": 100}));
+    let codec = codec();
+    let task: Task = env.tasks(Split::Train).unwrap().remove(0);
+    let file = format!("{}.py", task.data["function"].as_str().unwrap());
+    let reference = task.data["reference"].as_str().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    // Episode 0: write the reference fix, then answer. Episode 1: the tiny model's own turns.
+    let script = VecDeque::from([
+        Some(call_ids(&codec, "write_file", json!({"path": file, "content": reference}))),
+        Some(codec.assistant_ids(&[Message::user("fix it")], &[], &Message::assistant("Done.")).unwrap()),
+    ]);
+    let mut spy = Spy { inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(), script, log: log.clone() };
+    let specs = vec![(task.clone(), 0), (task.clone(), 1)];
+    let mut seen = Vec::new();
+    let episodes = env
+        .agent()
+        .expect("harness is an agent env")
+        .run_episodes(&specs, &mut spy, &codec, &sampling(), &mut |d, t| seen.push((d, t)))
+        .unwrap();
+
+    assert_eq!(episodes.len(), 2);
+    assert_eq!((episodes[0].reward, episodes[1].reward), (1.0, 0.0), "{:?}", episodes.iter().map(|e| &e.stats).collect::<Vec<_>>());
+    assert!(episodes.iter().all(|e| !e.stats.infra_failed && e.check().is_ok()));
+    assert_eq!(seen.last(), Some(&(2, 2)));
+    // The policy tokens, turn by turn, are exactly what the policy handed out, in order.
+    let handed = log.lock().unwrap().clone();
+    let mut turns = Vec::new();
+    for e in &episodes {
+        let requests = e.stats.counters["harness_requests"] as usize;
+        let n = e.turn_ids.iter().copied().max().unwrap() as usize + 1;
+        assert_eq!(n, requests, "one trained turn per request");
+        for t in 0..n {
+            let at: Vec<usize> = (0..e.ids.len()).filter(|&i| e.turn_ids[i] == t as i32).collect();
+            assert!(at.iter().all(|&i| e.policy_mask[i]));
+            turns.push((at.iter().map(|&i| e.ids[i]).collect::<Vec<_>>(), at.iter().map(|&i| e.sampler_logprobs[i]).collect::<Vec<_>>()));
+        }
+    }
+    assert_eq!(turns.len(), handed.len());
+    for ((ids, lps), g) in turns.iter().zip(&handed) {
+        assert_eq!((ids, lps), (&g.ids, &g.sampler_logprobs), "a trained turn differs from the sampled one");
+    }
+    assert_eq!(episodes[0].stats.tool_calls, 1);
+    // The trainer's scores of the recorded streams equal the sampler's log-probs: the context
+    // around each turn is what the model saw when it sampled.
+    for e in &episodes {
+        let positions: Vec<usize> = (0..e.ids.len()).filter(|&i| e.policy_mask[i]).collect();
+        let scores = spy.inner.score(std::slice::from_ref(&e.ids), Some(std::slice::from_ref(&positions)), ScoreParams::at(1.0)).unwrap();
+        let all = scores.logprobs.into_data().to_vec::<f32>().unwrap();
+        let gap = positions.iter().map(|&i| (all[i] - e.sampler_logprobs[i]).abs()).fold(0.0f32, f32::max);
+        assert!(gap < 1e-3, "sampler-trainer gap {gap}");
+    }
+}
+
+#[test]
+fn a_harness_job_reaches_its_own_session_and_nothing_else() {
+    // The probe earns reward 1 (writes the fix) only if its own session answers and nothing
+    // else does: another session id, no key, the host's loopback, the host's sockets.
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    host.set_nonblocking(true).unwrap();
+    let dir = arl_tests::scratch_dir("harness-probe");
+    let env0 = harness_env(json!({"command": "true"}));
+    let task: Task = env0.tasks(Split::Train).unwrap().remove(0);
+    let probe = dir.join("probe.py");
+    std::fs::write(
+        &probe,
+        format!(
+            r#"import os, socket, urllib.request, urllib.error
+base = os.environ["OPENAI_BASE_URL"]
+def status(url, key):
+    request = urllib.request.Request(url, headers={{"Authorization": "Bearer " + key}} if key else {{}})
+    try:
+        return urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+own = status(base + "/models", os.environ["OPENAI_API_KEY"])
+other = status(base + "/models", "arl-" + "0" * 32)
+none = status(base + "/models", "")
+by_path = status(base.replace("/v1", "/s/arl-" + "1" * 32 + "/v1") + "/models", os.environ["OPENAI_API_KEY"])
+def reaches(addr, family=socket.AF_INET):
+    s = socket.socket(family)
+    s.settimeout(2)
+    try:
+        s.connect(addr); return True
+    except OSError:
+        return False
+import glob
+sockets = glob.glob({temp:?} + "/arl-harness-*/endpoint.sock") + ["/tmp/endpoint.sock"]
+outside = [reaches(("127.0.0.1", {port})), reaches(("1.1.1.1", 80))] + [reaches(p, socket.AF_UNIX) for p in sockets]
+print(own, other, none, by_path, outside)
+if own == 200 and other == 401 and none == 401 and by_path == 401 and not any(outside):
+    open({file:?}, "w").write({fix:?})
+"#,
+            port = host.local_addr().unwrap().port(),
+            temp = std::env::temp_dir().display().to_string(),
+            file = format!("/repo/{}.py", task.data["function"].as_str().unwrap()),
+            fix = task.data["reference"].as_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    let env = harness_env(json!({"command": "python3 /job/probe.py", "files": [probe], "timeout_s": 60}));
+    let mut spy =
+        Spy { inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(), script: VecDeque::new(), log: Default::default() };
+    let episodes = env.agent().unwrap().run_episodes(&[(task, 0)], &mut spy, &codec(), &sampling(), &mut |_, _| {}).unwrap();
+    assert_eq!(episodes[0].reward, 1.0, "the probe reached something it must not, or not its own session: {:?}", episodes[0].stats);
+    assert!(host.accept().is_err(), "the host's listener saw a connection");
+}
+
+#[test]
+fn a_program_that_cannot_start_stops_the_run_in_one_line_and_the_sandbox_clock_is_named() {
+    let env = harness_env(json!({"command": "no-such-agent --fix"}));
+    let task: Task = env.tasks(Split::Train).unwrap().remove(0);
+    let mut spy =
+        Spy { inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(), script: VecDeque::new(), log: Default::default() };
+    let err = env
+        .agent()
+        .unwrap()
+        .run_episodes(&[(task.clone(), 0), (task.clone(), 1)], &mut spy, &codec(), &sampling(), &mut |_, _| {})
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("failed before its first request in every episode") && msg.contains("command not found"), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    // The env's own time limit above the sandbox's wall clock: a clear line, not a zero reward.
+    arl_plugins::link();
+    let sandbox =
+        (registry::get::<SandboxPlugin>("rlimit").unwrap().build)(&SandboxConfig { timeout_s: 2.0, ..SandboxConfig::default() }).unwrap();
+    let options = json!({"command": "sleep 30", "timeout_s": 20}).as_object().unwrap().clone();
+    let env = (registry::get::<EnvPlugin>("harness").unwrap().build)(
+        &EnvConfig { name: "harness".into(), options, ..EnvConfig::default() },
+        sandbox,
+    )
+    .unwrap();
+    let err = env.agent().unwrap().run_episodes(&[(task, 0)], &mut spy, &codec(), &sampling(), &mut |_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("raise sandbox.timeout_s"), "{err}");
+}
+
+#[test]
+fn bad_harness_options_are_refused_in_one_line() {
+    arl_plugins::link();
+    let sandbox = |name: &str| {
+        (registry::get::<SandboxPlugin>(name).unwrap().build)(&SandboxConfig { name: name.into(), ..SandboxConfig::default() })
+    };
+    let build = |options: serde_json::Value, sandbox: Arc<dyn arl_core::Sandbox>| {
+        let config = EnvConfig { name: "harness".into(), options: options.as_object().unwrap().clone(), ..EnvConfig::default() };
+        (registry::get::<EnvPlugin>("harness").unwrap().build)(&config, sandbox).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    let rlimit = sandbox("rlimit").unwrap();
+    for (options, expected) in [
+        (json!({}), "set env.options.command"),
+        (json!({"command": " "}), "env.options.command is empty"),
+        (json!({"command": "x", "parallel": 0}), "env.options.parallel: 0 is out of range; valid: 1 to 64"),
+        (json!({"command": "x", "timeout_s": 0}), "env.options.timeout_s: 0 is out of range"),
+        (json!({"command": "x", "files": ["/no/such/agent.py"]}), "/no/such/agent.py is not a file"),
+        (json!({"command": "x", "model": "two words"}), "env.options.model"),
+        (json!({"command": "x", "train_instances": 0}), "env.options.train_instances: 0 is out of range"),
+        (json!({"command": "x", "extra": 1}), "unknown field `extra`"),
+    ] {
+        let msg = build(options.clone(), rlimit.clone());
+        assert!(msg.contains(expected) && msg.lines().count() == 1, "{options}: {msg}");
+    }
+    if let Ok(wasm) = sandbox("wasm") {
+        assert!(build(json!({"command": "x"}), wasm).contains("use --sandbox rlimit"));
+    }
+}
