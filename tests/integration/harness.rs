@@ -21,22 +21,28 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The `harness` env over the `rlimit` sandbox, with the openai SDK bound into jobs.
-fn harness_env(options: serde_json::Value) -> Box<dyn Env> {
+/// The `harness` env over the `rlimit` sandbox, with the openai SDK (and `more` site-packages)
+/// bound into jobs and on the program's `PYTHONPATH`.
+fn harness_env_with(options: serde_json::Value, more: &[PathBuf]) -> Box<dyn Env> {
     arl_plugins::link();
     let (_, site) = openai_sdk();
+    let sites: Vec<PathBuf> = [site.clone()].into_iter().chain(more.iter().cloned()).collect();
     let config = SandboxConfig {
         timeout_s: 120.0,
         cpu_s: 120,
         memory_mb: 2048,
-        binds: [site.clone()].into_iter().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect(),
+        binds: sites.iter().cloned().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect(),
         ..SandboxConfig::default()
     };
     let sandbox = (registry::get::<SandboxPlugin>("rlimit").unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
     let mut options = options.as_object().unwrap().clone();
-    options.insert("python_path".into(), json!([site.display().to_string()]));
+    options.insert("python_path".into(), json!(sites.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()));
     let config = EnvConfig { name: "harness".into(), options, ..EnvConfig::default() };
     (registry::get::<EnvPlugin>("harness").unwrap().build)(&config, sandbox).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn harness_env(options: serde_json::Value) -> Box<dyn Env> {
+    harness_env_with(options, &[])
 }
 
 /// The shared libraries the SDK's compiled wheels (pydantic-core, jiter) link and the
@@ -104,23 +110,7 @@ fn the_example_agent_fixes_a_bug_through_the_endpoint_and_its_episode_is_the_sam
     assert_eq!((episodes[0].reward, episodes[1].reward), (1.0, 0.0), "{:?}", episodes.iter().map(|e| &e.stats).collect::<Vec<_>>());
     assert!(episodes.iter().all(|e| !e.stats.infra_failed && e.check().is_ok()));
     assert_eq!(seen.last(), Some(&(2, 2)));
-    // The policy tokens, turn by turn, are exactly what the policy handed out, in order.
-    let handed = log.lock().unwrap().clone();
-    let mut turns = Vec::new();
-    for e in &episodes {
-        let requests = e.stats.counters["harness_requests"] as usize;
-        let n = e.turn_ids.iter().copied().max().unwrap() as usize + 1;
-        assert_eq!(n, requests, "one trained turn per request");
-        for t in 0..n {
-            let at: Vec<usize> = (0..e.ids.len()).filter(|&i| e.turn_ids[i] == t as i32).collect();
-            assert!(at.iter().all(|&i| e.policy_mask[i]));
-            turns.push((at.iter().map(|&i| e.ids[i]).collect::<Vec<_>>(), at.iter().map(|&i| e.sampler_logprobs[i]).collect::<Vec<_>>()));
-        }
-    }
-    assert_eq!(turns.len(), handed.len());
-    for ((ids, lps), g) in turns.iter().zip(&handed) {
-        assert_eq!((ids, lps), (&g.ids, &g.sampler_logprobs), "a trained turn differs from the sampled one");
-    }
+    assert_trained_turns_are_the_sampled_ones(&episodes, &log.lock().unwrap());
     assert_eq!(episodes[0].stats.tool_calls, 1);
     // The trainer's scores of the recorded streams equal the sampler's log-probs: the context
     // around each turn is what the model saw when it sampled.
@@ -131,6 +121,61 @@ fn the_example_agent_fixes_a_bug_through_the_endpoint_and_its_episode_is_the_sam
         let gap = positions.iter().map(|&i| (all[i] - e.sampler_logprobs[i]).abs()).fold(0.0f32, f32::max);
         assert!(gap < 1e-3, "sampler-trainer gap {gap}");
     }
+}
+
+/// Each episode's policy tokens, turn by turn, against what the policy handed out, in order
+/// (episodes one at a time): the turns of its last branch are the last ones it sampled, and a
+/// turn only an earlier branch held (the program dropped it from the history) is counted.
+fn assert_trained_turns_are_the_sampled_ones(episodes: &[arl_core::Episode], handed: &[arl_core::Generation]) {
+    let mut cursor = 0;
+    for e in episodes {
+        let requests = e.stats.counters["harness_requests"] as usize;
+        let n = e.turn_ids.iter().copied().max().unwrap() as usize + 1;
+        let untrained = e.stats.counters.get("harness_untrained_turns").copied().unwrap_or(0) as usize;
+        assert_eq!(n + untrained, requests, "{:?}", e.stats);
+        assert_eq!(untrained > 0, e.stats.counters.contains_key("harness_forks"), "{:?}", e.stats);
+        for t in 0..n {
+            let at: Vec<usize> = (0..e.ids.len()).filter(|&i| e.turn_ids[i] == t as i32).collect();
+            assert!(at.iter().all(|&i| e.policy_mask[i]));
+            let g = &handed[cursor + requests - n + t];
+            let (ids, lps): (Vec<u32>, Vec<f32>) = at.iter().map(|&i| (e.ids[i], e.sampler_logprobs[i])).unzip();
+            assert_eq!((&ids, &lps), (&g.ids, &g.sampler_logprobs), "a trained turn differs from the sampled one");
+        }
+        cursor += requests;
+    }
+    assert_eq!(cursor, handed.len());
+}
+
+#[test]
+fn mini_swe_agent_fixes_a_bug_through_the_endpoint() {
+    let site = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/arl/assets/mini-swe-agent/site-packages");
+    assert!(
+        site.join("minisweagent/__init__.py").is_file(),
+        "no mini-swe-agent in {}; run scripts/setup/mini-swe-agent.sh",
+        site.display()
+    );
+    let program = repo_root().join("examples/harness/mini_swe_agent.py");
+    let options = json!({"command": "AGENT_TURNS=4 python3 /job/mini_swe_agent.py", "files": [program], "parallel": 1, "timeout_s": 100});
+    let env = harness_env_with(options, &[site]);
+    let codec = codec();
+    let task: Task = env.tasks(Split::Train).unwrap().remove(0);
+    let file = format!("{}.py", task.data["function"].as_str().unwrap());
+    let write = format!("cat > /repo/{file} <<'ARL_EOF'\n{}ARL_EOF", task.data["reference"].as_str().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    // Episode 0: mini-swe-agent's bash tool writes the fix, then submits as its prompt says.
+    // Episode 1: the tiny model's own turns (no tool call: mini's format errors end it).
+    let script = VecDeque::from([
+        Some(call_ids(&codec, "bash", json!({"command": write}))),
+        Some(call_ids(&codec, "bash", json!({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}))),
+    ]);
+    let mut spy = Spy { inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(), script, log: log.clone() };
+    let specs = vec![(task.clone(), 0), (task, 1)];
+    let episodes = env.agent().unwrap().run_episodes(&specs, &mut spy, &codec, &sampling(), &mut |_, _| {}).unwrap();
+    assert_eq!((episodes[0].reward, episodes[1].reward), (1.0, 0.0), "{:?}", episodes.iter().map(|e| &e.stats).collect::<Vec<_>>());
+    assert_eq!(episodes[0].stats.counters["harness_requests"], 2, "{:?}", episodes[0].stats);
+    assert!(episodes[1].stats.counters["harness_requests"] >= 1 && !episodes[1].stats.infra_failed, "{:?}", episodes[1].stats);
+    assert!(episodes[0].messages.iter().any(|m| m.content.contains("Please solve this issue")), "mini-swe-agent's own prompt");
+    assert_trained_turns_are_the_sampled_ones(&episodes, &log.lock().unwrap());
 }
 
 #[test]
@@ -244,4 +289,41 @@ fn bad_harness_options_are_refused_in_one_line() {
     if let Ok(wasm) = sandbox("wasm") {
         assert!(build(json!({"command": "x"}), wasm).contains("use --sandbox rlimit"));
     }
+}
+
+/// A run config for `arl run --env harness` with the example agent; `model` is any `--model`.
+fn run_config(dir: &Path) -> PathBuf {
+    let (_, site) = openai_sdk();
+    let agent = repo_root().join("examples/harness/agent.py");
+    let binds: Vec<String> = [site.clone()].into_iter().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect();
+    let config = format!(
+        "[env]\nname = \"harness\"\nmax_turns = 4\n[env.options]\ncommand = \"AGENT_TURNS=2 python3 /job/agent.py\"\nfiles = [{agent:?}]\n\
+         python_path = [{site:?}]\ntimeout_s = 60\nheldout_train_instances = 0\n[sandbox]\nname = \"rlimit\"\ntimeout_s = 90\ncpu_s = 90\n\
+         binds = {binds:?}\n[eval]\nn = 1\n",
+        agent = agent.display().to_string(),
+        site = site.display().to_string(),
+    );
+    let path = dir.join("harness.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[test]
+fn arl_run_trains_a_step_through_the_example_agent() {
+    let dir = arl_tests::scratch_dir("harness-run");
+    let config = run_config(&dir);
+    let out = dir.join("run");
+    let args = ["run", "--config", config.to_str().unwrap(), "--model", "tiny", "--steps", "1", "--prompts", "2", "--group-size", "2"];
+    let printed = arl_tests::arl(&[&args[..], &["--max-new-tokens", "16", "--out", out.to_str().unwrap()]].concat())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(printed.contains("pass@1 after − before, heldout"), "{printed}");
+    let metrics: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!((metrics["episodes"].as_u64(), metrics["infra_failed"].as_u64()), (Some(4), Some(0)), "{metrics}");
+    // The sampler–trainer gap reads as in the built-in gyms: the trainer scores the recorded ids.
+    assert!(metrics["logprob_gap_max"].as_f64().unwrap() < 1e-3, "{metrics}");
+    assert!(metrics["policy_tokens"].as_u64().unwrap() > 0 && metrics["generate_seconds"].as_f64().unwrap() > 0.0, "{metrics}");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["config"]["env"]["name"], "harness");
+    assert!(results["after"].is_object() && results["difference"].is_object(), "{results}");
 }

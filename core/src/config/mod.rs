@@ -21,7 +21,7 @@ pub use loss::{AdvantageConfig, IcePopConfig, KPopConfig, KlEstimator, KlPlaceme
 pub use preset::AlgoPreset;
 pub use sft::{SftConfig, TrainOn};
 pub use trainer::{DifficultyConfig, EvalConfig, LrSchedule, OutputConfig, TaskSampler, TrainerConfig, WeightSync, ZeroAdvantageMinibatch};
-pub use validate::Range;
+pub use validate::{Range, VALIDATION_SANDBOX};
 
 use std::collections::BTreeMap;
 

@@ -380,12 +380,17 @@ fn group_signal(c: &RunConfig, estimator: &dyn crate::AdvantageFn) -> Result<(),
     Ok(())
 }
 
+/// The name of the sandbox that stands in while an env is built only to check its options
+/// ([`RunConfig::validate`]): it runs no job and offers no shell, so an env that needs what a
+/// real sandbox offers checks that when built with any other.
+pub const VALIDATION_SANDBOX: &str = "none";
+
 /// Stands in for the sandbox while an env is built only to check its options.
 struct NoJobs;
 
 impl Sandbox for NoJobs {
     fn name(&self) -> &str {
-        "none"
+        VALIDATION_SANDBOX
     }
     fn run(&self, _: &Job) -> Result<JobOutcome, SandboxError> {
         Err(SandboxError::Setup("config validation runs no jobs".into()))

@@ -46,7 +46,8 @@ fn prompt_budget(config: &RunConfig, env: &dyn Env, codec: &dyn ChatCodec, split
     if split == Split::Heldout {
         arl_core::eval::distinct_task_ids(tasks.iter().map(|t| t.id.as_str())).map_err(TrainError::Other)?;
     }
-    if tasks.is_empty() {
+    // An agent program writes its own prompts; the endpoint refuses a request over the budget.
+    if tasks.is_empty() || env.agent().is_some() {
         return Ok(None);
     }
     let tools = env.tools();

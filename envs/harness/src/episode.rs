@@ -35,6 +35,9 @@ pub mod counters {
     pub const HARNESS_FORKS: &str = "harness_forks";
     /// Requests the endpoint refused (budgets, bad input).
     pub const HARNESS_REFUSED: &str = "harness_refused";
+    /// Sampled turns only an earlier branch holds (the program dropped or changed them in the
+    /// history it re-sent): recorded, not trained, since an episode trains one token stream.
+    pub const HARNESS_UNTRAINED_TURNS: &str = "harness_untrained_turns";
 }
 
 /// What the runner reports after the program.
@@ -108,7 +111,8 @@ pub(crate) fn finish(
 ) -> Result<Episode, arl_core::EnvError> {
     use counters::*;
     let mut stats = EpisodeStats::default();
-    let s = &record.stats;
+    let s = record.stats.clone();
+    let s = &s;
     for (name, n) in [(HARNESS_REQUESTS, s.requests), (HARNESS_FORKS, s.harness_forks), (HARNESS_REFUSED, s.refused)] {
         if n > 0 {
             stats.counters.insert(name.into(), n);
@@ -143,6 +147,10 @@ pub(crate) fn finish(
     let episode = match record.branches.into_iter().last() {
         Some(branch) => {
             stats.turns = branch.turn_ids.iter().filter(|&&t| t >= 0).max().map_or(0, |&t| t as u32 + 1);
+            let sampled = s.requests;
+            if sampled > stats.turns as u64 {
+                stats.counters.insert(HARNESS_UNTRAINED_TURNS.into(), sampled - stats.turns as u64);
+            }
             branch.into_episode(task.id.clone(), group, reward, stats)
         }
         // No request: the stream is the task's prompt, with no policy token.

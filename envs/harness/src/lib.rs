@@ -66,7 +66,7 @@ pub struct HarnessEnv {
 impl HarnessEnv {
     pub fn new(config: &EnvConfig, sandbox: Arc<dyn Sandbox>) -> Result<Self, PluginError> {
         let (options, bank) = HarnessOptions::parse(config)?;
-        if sandbox.shell().is_none() {
+        if sandbox.shell().is_none() && sandbox.name() != arl_core::config::VALIDATION_SANDBOX {
             return Err(PluginError {
                 kind: "env",
                 name: "harness".into(),
