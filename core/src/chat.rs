@@ -193,6 +193,7 @@ impl Conversation {
             reward,
             stats,
             messages: self.messages,
+            branches: Vec::new(),
         }
     }
 }

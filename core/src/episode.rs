@@ -147,6 +147,21 @@ pub struct Episode {
     pub stats: EpisodeStats,
     /// The conversation as messages, for transcripts (never re-tokenized).
     pub messages: Vec<Message>,
+    /// More token streams of this episode, trained with its advantage: an agent program that
+    /// re-sent a changed history ([`crate::AgentEnv`]) sampled turns in contexts that do not
+    /// extend one another, each branch but the last (which is `ids`) here, in order, each
+    /// holding the policy tokens only it sampled. Empty for an episode the rollout drove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<TokenStream>,
+}
+
+/// One token stream with the length invariants of [`Episode`]'s own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenStream {
+    pub ids: Vec<u32>,
+    pub policy_mask: Vec<bool>,
+    pub sampler_logprobs: Vec<f32>,
+    pub turn_ids: Vec<i32>,
 }
 
 impl Episode {
@@ -157,17 +172,39 @@ impl Episode {
         self.stats.solved.unwrap_or(self.reward >= 1.0)
     }
 
-    /// Check the length invariants; returns a description of the first violation.
+    /// Check the length invariants (of every branch too); returns a description of the first
+    /// violation.
     pub fn check(&self) -> Result<(), String> {
-        let n = self.ids.len();
-        for (what, len) in
-            [("policy_mask", self.policy_mask.len()), ("sampler_logprobs", self.sampler_logprobs.len()), ("turn_ids", self.turn_ids.len())]
-        {
-            if len != n {
-                return Err(format!("episode {}: {what} has {len} entries, ids has {n}", self.task_id));
+        let main = [(self.ids.len(), self.policy_mask.len(), self.sampler_logprobs.len(), self.turn_ids.len())];
+        let branches = self.branches.iter().map(|b| (b.ids.len(), b.policy_mask.len(), b.sampler_logprobs.len(), b.turn_ids.len()));
+        for (k, (n, mask, logprobs, turns)) in main.into_iter().chain(branches).enumerate() {
+            for (what, len) in [("policy_mask", mask), ("sampler_logprobs", logprobs), ("turn_ids", turns)] {
+                if len != n {
+                    let which = if k == 0 { String::new() } else { format!(" (branch {})", k - 1) };
+                    return Err(format!("episode {}{which}: {what} has {len} entries, ids has {n}", self.task_id));
+                }
             }
         }
         Ok(())
+    }
+
+    /// Each of [`Episode::branches`] as an episode of its own (its stream, with this
+    /// episode's task, group, reward and statistics), to train beside this one.
+    pub fn branch_episodes(&self) -> impl Iterator<Item = Episode> + '_ {
+        self.branches.iter().map(|b| Episode {
+            ids: b.ids.clone(),
+            policy_mask: b.policy_mask.clone(),
+            sampler_logprobs: b.sampler_logprobs.clone(),
+            turn_ids: b.turn_ids.clone(),
+            branches: Vec::new(),
+            messages: Vec::new(),
+            ..self.clone_head()
+        })
+    }
+
+    /// This episode without its token streams and messages.
+    fn clone_head(&self) -> Episode {
+        Episode { task_id: self.task_id.clone(), group: self.group, reward: self.reward, stats: self.stats.clone(), ..Episode::default() }
     }
 
     /// Number of policy (generated) tokens.

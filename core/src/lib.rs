@@ -44,7 +44,7 @@ pub use backend::{BackendKind, DeviceSpec};
 pub use chat::{ChatCodec, ChatError, Conversation};
 pub use config::RunConfig;
 pub use env::{AgentEnv, AgentSampling, AssistantTurn, Env, EnvSession, Outcome, Step};
-pub use episode::{Episode, EpisodeFinish, EpisodeStats, HARNESS_FAILED, SANDBOX_EXHAUSTED, SANDBOX_FAILED};
+pub use episode::{Episode, EpisodeFinish, EpisodeStats, HARNESS_FAILED, SANDBOX_EXHAUSTED, SANDBOX_FAILED, TokenStream};
 pub use error::{ConfigError, EnvError, LossError, PluginError, RegistryError, SandboxError};
 pub use loss::{Aggregation, LossInput, LossMetrics, Normalizer, PolicyLoss, T2, TokenLoss};
 pub use message::{Message, Role};

@@ -112,11 +112,15 @@ fn the_example_agent_fixes_a_bug_through_the_endpoint_and_its_episode_is_the_sam
     assert_eq!(seen.last(), Some(&(2, 2)));
     assert_trained_turns_are_the_sampled_ones(&episodes, &log.lock().unwrap());
     assert_eq!(episodes[0].stats.tool_calls, 1);
-    // The trainer's scores of the recorded streams equal the sampler's log-probs: the context
-    // around each turn is what the model saw when it sampled.
-    for e in &episodes {
+    assert_scores_are_the_sampler_logprobs(&spy.inner, &episodes);
+}
+
+/// The trainer's scores of every recorded stream (branches too) equal the sampler's
+/// log-probs: the context around each turn is what the model saw when it sampled.
+fn assert_scores_are_the_sampler_logprobs(policy: &arl_qwen3::QwenPolicy, episodes: &[arl_core::Episode]) {
+    for e in episodes.iter().flat_map(|e| e.branch_episodes().chain([e.clone()])) {
         let positions: Vec<usize> = (0..e.ids.len()).filter(|&i| e.policy_mask[i]).collect();
-        let scores = spy.inner.score(std::slice::from_ref(&e.ids), Some(std::slice::from_ref(&positions)), ScoreParams::at(1.0)).unwrap();
+        let scores = policy.score(std::slice::from_ref(&e.ids), Some(std::slice::from_ref(&positions)), ScoreParams::at(1.0)).unwrap();
         let all = scores.logprobs.into_data().to_vec::<f32>().unwrap();
         let gap = positions.iter().map(|&i| (all[i] - e.sampler_logprobs[i]).abs()).fold(0.0f32, f32::max);
         assert!(gap < 1e-3, "sampler-trainer gap {gap}");
@@ -124,26 +128,31 @@ fn the_example_agent_fixes_a_bug_through_the_endpoint_and_its_episode_is_the_sam
 }
 
 /// Each episode's policy tokens, turn by turn, against what the policy handed out, in order
-/// (episodes one at a time): the turns of its last branch are the last ones it sampled, and a
-/// turn only an earlier branch held (the program dropped it from the history) is counted.
+/// (episodes one at a time): its earlier branches' turns, then its last branch's (`ids`), are
+/// every turn it sampled, each trained once.
 fn assert_trained_turns_are_the_sampled_ones(episodes: &[arl_core::Episode], handed: &[arl_core::Generation]) {
-    let mut cursor = 0;
+    let mut next = handed.iter();
     for e in episodes {
-        let requests = e.stats.counters["harness_requests"] as usize;
-        let n = e.turn_ids.iter().copied().max().unwrap() as usize + 1;
-        let untrained = e.stats.counters.get("harness_untrained_turns").copied().unwrap_or(0) as usize;
-        assert_eq!(n + untrained, requests, "{:?}", e.stats);
-        assert_eq!(untrained > 0, e.stats.counters.contains_key("harness_forks"), "{:?}", e.stats);
-        for t in 0..n {
-            let at: Vec<usize> = (0..e.ids.len()).filter(|&i| e.turn_ids[i] == t as i32).collect();
-            assert!(at.iter().all(|&i| e.policy_mask[i]));
-            let g = &handed[cursor + requests - n + t];
-            let (ids, lps): (Vec<u32>, Vec<f32>) = at.iter().map(|&i| (e.ids[i], e.sampler_logprobs[i])).unzip();
-            assert_eq!((&ids, &lps), (&g.ids, &g.sampler_logprobs), "a trained turn differs from the sampled one");
+        assert!(e.check().is_ok());
+        let mut streams: Vec<arl_core::Episode> = e.branch_episodes().collect();
+        streams.push(e.clone());
+        let mut trained = 0;
+        for s in &streams {
+            let n = s.turn_ids.iter().copied().max().map_or(0, |t| t + 1) as usize;
+            for t in 0..n {
+                let at: Vec<usize> = (0..s.ids.len()).filter(|&i| s.turn_ids[i] == t as i32).collect();
+                assert!(at.iter().all(|&i| s.policy_mask[i]));
+                let (ids, lps): (Vec<u32>, Vec<f32>) = at.iter().map(|&i| (s.ids[i], s.sampler_logprobs[i])).unzip();
+                let g = next.next().expect("as many sampled turns as trained ones");
+                assert_eq!((&ids, &lps), (&g.ids, &g.sampler_logprobs), "a trained turn differs from the sampled one");
+                trained += 1;
+            }
         }
-        cursor += requests;
+        assert_eq!(trained, e.stats.counters["harness_requests"] as usize, "{:?}", e.stats);
+        assert_eq!(e.stats.turns as usize, trained);
+        assert_eq!(e.branches.is_empty(), !e.stats.counters.contains_key("harness_forks"), "{:?}", e.stats);
     }
-    assert_eq!(cursor, handed.len());
+    assert!(next.next().is_none(), "a sampled turn is not trained");
 }
 
 #[test]
@@ -175,6 +184,10 @@ fn mini_swe_agent_fixes_a_bug_through_the_endpoint() {
     assert_eq!(episodes[0].stats.counters["harness_requests"], 2, "{:?}", episodes[0].stats);
     assert!(episodes[1].stats.counters["harness_requests"] >= 1 && !episodes[1].stats.infra_failed, "{:?}", episodes[1].stats);
     assert!(episodes[0].messages.iter().any(|m| m.content.contains("Please solve this issue")), "mini-swe-agent's own prompt");
+    // mini-swe-agent drops a turn without a tool call from the history it re-sends (a format
+    // error): each such turn is a branch of its own, and still trains.
+    assert!(!episodes[1].branches.is_empty(), "{:?}", episodes[1].stats);
+    assert_scores_are_the_sampler_logprobs(&spy.inner, &episodes);
     assert_trained_turns_are_the_sampled_ones(&episodes, &log.lock().unwrap());
 }
 

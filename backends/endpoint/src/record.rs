@@ -187,6 +187,7 @@ impl RecordedBranch {
             reward,
             stats,
             messages: self.messages,
+            branches: Vec::new(),
         }
     }
 }

@@ -241,6 +241,12 @@ pub fn collect_from(
         }
         train.push(sampled[i].clone());
         advantages.push(a);
+        // An agent program's other branches train with the same advantage (as verifiers'
+        // and rLLM's trajectory splitting).
+        for branch in sampled[i].branch_episodes() {
+            train.push(branch);
+            advantages.push(a);
+        }
     }
     Ok(StepBatch { sampled, infra_failed, train, advantages, rollout: rstats, stats })
 }
@@ -310,6 +316,39 @@ mod tests {
             stats: arl_core::EpisodeStats { infra_failed, ..Default::default() },
             ..Episode::default()
         }
+    }
+
+    #[test]
+    fn an_episodes_branches_train_with_its_advantage_and_count_once_in_its_group() {
+        let branch = |n: usize| arl_core::TokenStream {
+            ids: vec![2; n + 1],
+            policy_mask: (0..=n).map(|t| t > 0).collect(),
+            sampler_logprobs: vec![-0.25; n + 1],
+            turn_ids: (0..=n).map(|t| if t > 0 { 0 } else { -1 }).collect(),
+        };
+        let plain = vec![episode(0, 1.0, 3, false), episode(0, 0.0, 4, false), episode(0, 0.0, 5, false)];
+        let mut forked = plain.clone();
+        forked[0].branches = vec![branch(2), branch(6)];
+        let opts = BatchOptions {
+            prompts: 1,
+            group_size: 3,
+            max_sampling_attempts: 1,
+            skip_zero_variance: false,
+            mask_truncated: false,
+            overlong: None,
+        };
+        let run = |episodes: &Vec<Episode>| {
+            let mut source = |_: usize, _: usize, _: u32| Ok((episodes.clone(), RolloutStats::default()));
+            collect_from(&mut source, &GroupNorm, &opts, None).unwrap()
+        };
+        let (a, b) = (run(&forked), run(&plain));
+        // The group's statistics see three episodes either way.
+        assert_eq!((a.stats.clone(), b.advantages.len()), (b.stats.clone(), 3));
+        // The first episode's branches follow it, as episodes of its group, with its advantage.
+        assert_eq!(a.train.len(), 5);
+        assert_eq!(a.advantages, [b.advantages[0], b.advantages[0], b.advantages[0], b.advantages[1], b.advantages[2]]);
+        assert_eq!((a.train[1].ids.len(), a.train[2].ids.len(), a.train[1].group, a.train[2].reward), (3, 7, 0, 1.0));
+        assert!(a.train[1..3].iter().all(|e| e.branches.is_empty() && e.check().is_ok()));
     }
 
     #[test]

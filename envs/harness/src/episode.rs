@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use arl_core::{ChatCodec, Episode, EpisodeFinish, EpisodeStats, Job, JobFile, JobOutcome, Limits, Message, Sandbox, Task};
+use arl_core::{ChatCodec, Episode, EpisodeFinish, EpisodeStats, Job, JobFile, JobOutcome, Limits, Message, Sandbox, Task, TokenStream};
 use arl_endpoint::SessionRecord;
 use arl_tasks::{BugTask, episode_reward};
 use serde::Deserialize;
@@ -31,13 +31,11 @@ pub mod counters {
     pub const AGENT_NO_REPORT: &str = "agent_no_report";
     /// Chat completions the program asked for.
     pub const HARNESS_REQUESTS: &str = "harness_requests";
-    /// Requests that did not extend the recorded turns (the earlier branches' turns are not trained).
+    /// Requests that did not extend the recorded turns: each starts a branch, and every branch
+    /// with turns of its own trains ([`Episode::branches`]).
     pub const HARNESS_FORKS: &str = "harness_forks";
     /// Requests the endpoint refused (budgets, bad input).
     pub const HARNESS_REFUSED: &str = "harness_refused";
-    /// Sampled turns only an earlier branch holds (the program dropped or changed them in the
-    /// history it re-sent): recorded, not trained, since an episode trains one token stream.
-    pub const HARNESS_UNTRAINED_TURNS: &str = "harness_untrained_turns";
 }
 
 /// What the runner reports after the program.
@@ -144,15 +142,19 @@ pub(crate) fn finish(
             episode_reward(env.bank.sandbox.as_ref(), bug, &bug.source, &mut stats)
         }
     };
-    let episode = match record.branches.into_iter().last() {
-        Some(branch) => {
-            stats.turns = branch.turn_ids.iter().filter(|&&t| t >= 0).max().map_or(0, |&t| t as u32 + 1);
-            let sampled = s.requests;
-            if sampled > stats.turns as u64 {
-                stats.counters.insert(HARNESS_UNTRAINED_TURNS.into(), sampled - stats.turns as u64);
-            }
-            branch.into_episode(task.id.clone(), group, reward, stats)
-        }
+    let mut branches = record.branches;
+    let last = branches.pop();
+    // A turn trains once, in the branch that sampled it: earlier branches with turns of their own
+    // train beside the last, with the episode's advantage.
+    let earlier: Vec<TokenStream> = branches
+        .into_iter()
+        .filter(|b| b.policy_mask.iter().any(|&m| m))
+        .map(|b| TokenStream { ids: b.ids, policy_mask: b.policy_mask, sampler_logprobs: b.sampler_logprobs, turn_ids: b.turn_ids })
+        .collect();
+    let turns = |t: &[i32]| t.iter().filter(|&&t| t >= 0).max().map_or(0, |&t| t as u32 + 1);
+    stats.turns = earlier.iter().map(|b| turns(&b.turn_ids)).sum::<u32>() + last.as_ref().map_or(0, |b| turns(&b.turn_ids));
+    let episode = match last {
+        Some(branch) => Episode { branches: earlier, ..branch.into_episode(task.id.clone(), group, reward, stats) },
         // No request: the stream is the task's prompt, with no policy token.
         None => {
             let messages = vec![Message::user(prompt(bug))];
@@ -170,6 +172,7 @@ pub(crate) fn finish(
                 reward,
                 stats,
                 messages,
+                branches: Vec::new(),
             }
         }
     };

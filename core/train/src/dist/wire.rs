@@ -65,6 +65,7 @@ mod tests {
                 ..Default::default()
             },
             messages: vec![Message::user("hi"), call],
+            branches: Vec::new(),
         }
     }
 
