@@ -158,9 +158,13 @@ pub struct Episode {
 /// One token stream with the length invariants of [`Episode`]'s own.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenStream {
+    /// As [`Episode::ids`].
     pub ids: Vec<u32>,
+    /// As [`Episode::policy_mask`].
     pub policy_mask: Vec<bool>,
+    /// As [`Episode::sampler_logprobs`].
     pub sampler_logprobs: Vec<f32>,
+    /// As [`Episode::turn_ids`].
     pub turn_ids: Vec<i32>,
 }
 
