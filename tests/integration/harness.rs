@@ -304,31 +304,31 @@ fn bad_harness_options_are_refused_in_one_line() {
     }
 }
 
-/// A run config for `arl run --env harness` with the example agent; `model` is any `--model`.
-fn run_config(dir: &Path) -> PathBuf {
-    let (_, site) = openai_sdk();
-    let agent = repo_root().join("examples/harness/agent.py");
-    let binds: Vec<String> = [site.clone()].into_iter().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect();
-    let config = format!(
-        "[env]\nname = \"harness\"\nmax_turns = 4\n[env.options]\ncommand = \"AGENT_TURNS=2 python3 /job/agent.py\"\nfiles = [{agent:?}]\n\
-         python_path = [{site:?}]\ntimeout_s = 60\nheldout_train_instances = 0\n[sandbox]\nname = \"rlimit\"\ntimeout_s = 90\ncpu_s = 90\n\
-         binds = {binds:?}\n[eval]\nn = 1\n",
-        agent = agent.display().to_string(),
-        site = site.display().to_string(),
-    );
+/// The run configuration examples/harness/config.sh prints for `agent`, written into `dir`.
+fn run_config(dir: &Path, agent: &str) -> PathBuf {
+    openai_sdk();
+    let out = std::process::Command::new("bash").arg(repo_root().join("examples/harness/config.sh")).arg(agent).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let path = dir.join("harness.toml");
-    std::fs::write(&path, config).unwrap();
+    std::fs::write(&path, out.stdout).unwrap();
     path
 }
 
 #[test]
 fn arl_run_trains_a_step_through_the_example_agent() {
     let dir = arl_tests::scratch_dir("harness-run");
-    let config = run_config(&dir);
+    let config = run_config(&dir, "openai");
     let out = dir.join("run");
     let args = ["run", "--config", config.to_str().unwrap(), "--model", "tiny", "--steps", "1", "--prompts", "2", "--group-size", "2"];
-    let printed = arl_tests::arl(&[&args[..], &["--max-new-tokens", "16", "--out", out.to_str().unwrap()]].concat())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let quick = [
+        "--max-new-tokens=16",
+        "--set=env.options.command=\"AGENT_TURNS=2 python3 /job/agent.py\"",
+        "--set=env.options.heldout_train_instances=0",
+        "--set=eval.n=1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let printed = arl_tests::arl(&[&args[..], &quick].concat()).unwrap_or_else(|e| panic!("{e}"));
     assert!(printed.contains("pass@1 after − before, heldout"), "{printed}");
     let metrics: serde_json::Value =
         serde_json::from_str(std::fs::read_to_string(out.join("metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
