@@ -156,6 +156,35 @@ fn assert_trained_turns_are_the_sampled_ones(episodes: &[arl_core::Episode], han
 }
 
 #[test]
+fn smollm2_drives_the_example_agent_and_trains_on_what_it_sampled() {
+    let dir = arl_tests::smollm2_dir();
+    let agent = repo_root().join("examples/harness/agent.py");
+    let env = harness_env(json!({"command": "AGENT_TURNS=2 python3 /job/agent.py", "files": [agent], "parallel": 1, "timeout_s": 100}));
+    // As `arl run` loads it: SmolLM2's own template ignores tools, so arl's ChatML one shows them.
+    let codec = HfChatCodec::load(&dir).unwrap();
+    assert!(codec.ignores_tools().unwrap());
+    let codec = codec.with_chatml_tools().unwrap().with_enable_thinking(Some(false));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let inner = arl_qwen3::QwenPolicy::load(dir.to_str().unwrap(), &arl_qwen3::cpu()).unwrap();
+    let mut spy = Spy { inner, script: VecDeque::new(), log: log.clone() };
+    let task: Task = env.tasks(Split::Train).unwrap().remove(0);
+    let sampling = AgentSampling { max_new_tokens: 48, ..sampling() };
+    let episodes = env.agent().unwrap().run_episodes(&[(task.clone(), 0), (task, 1)], &mut spy, &codec, &sampling, &mut |_, _| {}).unwrap();
+    assert!(episodes.iter().all(|e| !e.stats.infra_failed && e.stats.counters["harness_requests"] >= 1), "{episodes:?}");
+    // The tools the program sent reached the model's prompt.
+    assert!(codec.decode(&episodes[0].ids).unwrap().contains("write_file"));
+    // A program that stops after a turn cut at max_new_tokens ends a truncated episode, as the
+    // gyms' rollout marks a last turn cut by a token budget (DAPO's overlong).
+    for e in &episodes {
+        let last = (0..e.ids.len()).rev().find(|&i| e.policy_mask[i]).unwrap();
+        let cut = !codec.stop_ids().contains(&e.ids[last]);
+        assert_eq!((e.stats.truncated, e.stats.finish == Some(arl_core::EpisodeFinish::Length)), (cut, cut), "{:?}", e.stats);
+    }
+    assert_trained_turns_are_the_sampled_ones(&episodes, &log.lock().unwrap());
+    assert_scores_are_the_sampler_logprobs(&spy.inner, &episodes);
+}
+
+#[test]
 fn mini_swe_agent_fixes_a_bug_through_the_endpoint() {
     let site = PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/arl/assets/mini-swe-agent/site-packages");
     assert!(

@@ -153,6 +153,12 @@ pub(crate) fn finish(
         .collect();
     let turns = |t: &[i32]| t.iter().filter(|&&t| t >= 0).max().map_or(0, |&t| t as u32 + 1);
     stats.turns = earlier.iter().map(|b| turns(&b.turn_ids)).sum::<u32>() + last.as_ref().map_or(0, |b| turns(&b.turn_ids));
+    // A last turn cut at max_new_tokens is not a final answer (as the gyms' rollout marks it).
+    let cut = last.as_ref().and_then(|b| (0..b.ids.len()).rev().find(|&i| b.policy_mask[i]).map(|i| !codec.stop_ids().contains(&b.ids[i])));
+    if cut == Some(true) && stats.finish == Some(EpisodeFinish::Done) {
+        stats.truncated = true;
+        stats.finish = Some(EpisodeFinish::Length);
+    }
     let episode = match last {
         Some(branch) => Episode { branches: earlier, ..branch.into_episode(task.id.clone(), group, reward, stats) },
         // No request: the stream is the task's prompt, with no policy token.

@@ -74,6 +74,12 @@ pub fn load(model: &ModelConfig, env_has_tools: bool) -> anyhow::Result<(HfChatC
     Ok((codec.with_enable_thinking(Some(false)), notice))
 }
 
+/// Whether the run's conversations may carry tools: the env offers some, or its episodes are
+/// run by an agent program that sends its own ([`arl_core::AgentEnv`]).
+pub fn env_sends_tools(env: &dyn arl_core::Env) -> bool {
+    !env.tools().is_empty() || env.agent().is_some()
+}
+
 /// The tokenizer's ids must all be ids of the model's vocabulary.
 pub fn check_vocab(codec: &HfChatCodec, vocab_size: usize, model: &ModelConfig) -> Result<(), ConfigError> {
     let max = codec.max_token_id() as usize;

@@ -216,7 +216,7 @@ impl Built {
         let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
         let loss = (registry::get::<LossPlugin>(&config.loss.name)?.build)(&config.loss)?;
         let advantage = (registry::get::<AdvantagePlugin>(&config.advantage.name)?.build)(&config.advantage)?;
-        let (codec, template_note) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
+        let (codec, template_note) = super::chat_codec::load(&config.model, super::chat_codec::env_sends_tools(env.as_ref()))?;
         let mut notes = arl_train::preflight::preflight(config, env.as_ref(), &codec)?.warnings;
         notes.extend(template_note);
         if let Ok(Source::Preset(name)) = arl_qwen3::hub::resolve(&config.model.source) {

@@ -67,7 +67,7 @@ impl Worker {
         let fault = Fault::from_env().map_err(|e| crate::usage!("{e}"))?;
         let sandbox = (registry::get::<SandboxPlugin>(&config.sandbox.name)?.build)(&config.sandbox)?;
         let env = (registry::get::<EnvPlugin>(&config.env.name)?.build)(&config.env, sandbox)?;
-        let (codec, _) = super::chat_codec::load(&config.model, !env.tools().is_empty())?;
+        let (codec, _) = super::chat_codec::load(&config.model, super::chat_codec::env_sends_tools(env.as_ref()))?;
         let tasks = env.tasks(Split::Train)?;
         let rollout = rollout_options(&config, env.as_ref(), config.trainer.seed);
         let ctx = RoundContext::new(env.as_ref(), &codec, &tasks, config.trainer.group_size as usize, rollout);
