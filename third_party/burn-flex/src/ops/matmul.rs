@@ -951,9 +951,8 @@ mod small_m {
             let mut output = FlexTensor::empty(Shape::from(dims), DType::F32);
             let out: &mut [f32] = output.storage_mut();
             let problem = Problem { isa, layout, m, n, k, x_stride: lhs_rs, w_stride: if layout == Layout::Rows { rhs_rs } else { rhs_cs } };
-            let work = count * m * n * k;
             #[cfg(feature = "rayon")]
-            let threads = if work >= 1 << 16 { rayon::current_num_threads().max(1) } else { 1 };
+            let threads = if count * m * n * k >= 1 << 16 { rayon::current_num_threads().max(1) } else { 1 };
             #[cfg(not(feature = "rayon"))]
             let threads = 1;
             if count == 1 {

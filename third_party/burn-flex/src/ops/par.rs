@@ -42,6 +42,7 @@ pub(crate) fn rows_per_group(rows: usize, row_len: usize) -> usize {
 /// `f(g, group)` over `data` cut into groups of `group_len` elements (the last may be
 /// shorter), `g` the group's index; whole rows stay together when `group_len` is a multiple
 /// of the row length.
+#[cfg(feature = "simd")]
 pub(crate) fn for_each_rows_mut<E, F>(data: &mut [E], group_len: usize, f: F)
 where
     E: Send,
@@ -97,7 +98,10 @@ where
     E: Send,
     F: Fn(usize, &mut [MaybeUninit<E>]) + Sync + Send,
 {
+    #[cfg(feature = "rayon")]
     let group_len = group_len.max(1);
+    #[cfg(not(feature = "rayon"))]
+    let _ = group_len;
     let mut out = Vec::with_capacity(len);
     {
         let spare = &mut out.spare_capacity_mut()[..len];
@@ -152,6 +156,7 @@ where
 }
 
 /// A copy of `a`.
+#[cfg(feature = "simd")]
 pub(crate) fn copy<E: Copy + Send + Sync>(a: &[E]) -> Vec<E> {
     map(a, |x| x)
 }
