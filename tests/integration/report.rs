@@ -183,3 +183,31 @@ fn a_browser_draws_the_report_without_errors() {
     assert!(console.iter().any(|l| l.contains("undefinedFunction")), "{console:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn results_compare_pairs_two_evaluations_by_task() {
+    let dir = arl_tests::scratch_dir("results-compare");
+    let eval = |name: &str, split: &str, correct: &[(&str, u32)]| {
+        let per_task: Vec<serde_json::Value> =
+            correct.iter().map(|(id, c)| serde_json::json!({"task_id": id, "family": "f", "n": 4, "correct": c})).collect();
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::json!({"split": split, "per_task": per_task}).to_string()).unwrap();
+        path.display().to_string()
+    };
+    // Listed in another order after: tasks pair by id. Per-task differences 0.5, 0.25, 0.
+    let before = eval("before.json", "heldout_instances", &[("a", 0), ("b", 2), ("c", 4)]);
+    let after = eval("after.json", "heldout_instances", &[("c", 4), ("a", 2), ("b", 3)]);
+    let line = arl_tests::arl(&["results", "compare", &before, &after]).unwrap();
+    assert!(line.contains(": +0.250  95% CI [") && line.ends_with("(3 tasks)\n"), "{line}");
+    let d: serde_json::Value = serde_json::from_str(&arl_tests::arl(&["results", "compare", &before, &after, "--json"]).unwrap()).unwrap();
+    assert_eq!((d["mean"].as_f64(), d["tasks"].as_u64()), (Some(0.25), Some(3)), "{d}");
+    assert!(d["ci"]["lo"].as_f64().unwrap() >= 0.0 && d["ci"]["hi"].as_f64().unwrap() <= 0.5, "{d}");
+    // Other tasks, another split, not an evaluation: one line each, exit status 2.
+    let other = eval("other.json", "heldout_instances", &[("a", 1), ("b", 1)]);
+    let templates = eval("templates.json", "heldout", &[("a", 0), ("b", 2), ("c", 4)]);
+    for (file, expected) in [(&other, "hold other tasks"), (&templates, "compare evaluations of one split"), (&"/etc/hostname".to_string(), "not an `arl eval` output")] {
+        let (status, err) = arl_tests::arl_status(&["results", "compare", &before, file]);
+        let err = err.unwrap_err();
+        assert!(status == 2 && err.contains(expected) && err.lines().count() == 1, "{status} {err}");
+    }
+}

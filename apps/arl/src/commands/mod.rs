@@ -78,7 +78,7 @@ pub enum Command {
     Sft(Sft),
     /// Evaluate a model on an environment's held-out tasks (pass@1 with intervals, JSON).
     Eval(Eval),
-    /// The results file's JSON Schema.
+    /// The results file's JSON Schema; the paired difference of two evaluations.
     #[command(subcommand)]
     Results(ResultsCommand),
     /// Evaluate a policy loss on a batch from a file (f64, CPU).
