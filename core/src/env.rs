@@ -58,8 +58,9 @@ pub struct AgentSampling {
 /// which records them; the env itself still reads only text).
 pub trait AgentEnv: Send + Sync {
     /// One episode per `(task, group)`, in order. `progress(done, total)` as episodes end.
-    /// A harness that fails to run is an episode marked as an infrastructure failure
-    /// ([`EpisodeStats::infra_failure`]), not an error.
+    /// A program that fails to run is an episode marked as an infrastructure failure
+    /// ([`EpisodeStats::infra_failure`]), not an error; an error is for a broken setup (e.g.
+    /// every episode's program failed to start).
     fn run_episodes(
         &self,
         specs: &[(Task, usize)],

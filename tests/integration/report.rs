@@ -205,7 +205,11 @@ fn results_compare_pairs_two_evaluations_by_task() {
     // Other tasks, another split, not an evaluation: one line each, exit status 2.
     let other = eval("other.json", "heldout_instances", &[("a", 1), ("b", 1)]);
     let templates = eval("templates.json", "heldout", &[("a", 0), ("b", 2), ("c", 4)]);
-    for (file, expected) in [(&other, "hold other tasks"), (&templates, "compare evaluations of one split"), (&"/etc/hostname".to_string(), "not an `arl eval` output")] {
+    for (file, expected) in [
+        (&other, "hold other tasks"),
+        (&templates, "compare evaluations of one split"),
+        (&"/etc/hostname".to_string(), "not an `arl eval` output"),
+    ] {
         let (status, err) = arl_tests::arl_status(&["results", "compare", &before, file]);
         let err = err.unwrap_err();
         assert!(status == 2 && err.contains(expected) && err.lines().count() == 1, "{status} {err}");

@@ -162,27 +162,36 @@ pub(crate) fn finish(
     let episode = match last {
         Some(branch) => Episode { branches: earlier, ..branch.into_episode(task.id.clone(), group, reward, stats) },
         // No request: the stream is the task's prompt, with no policy token.
-        None => {
-            let messages = vec![Message::user(prompt(bug))];
-            let ids = codec
-                .prompt_ids(&messages, &[])
-                .map_err(|e| arl_core::EnvError::Other(format!("env harness: rendering the task prompt: {e}")))?;
-            let n = ids.len();
-            Episode {
-                task_id: task.id.clone(),
-                group,
-                ids,
-                policy_mask: vec![false; n],
-                sampler_logprobs: vec![0.0; n],
-                turn_ids: vec![-1; n],
-                reward,
-                stats,
-                messages,
-                branches: Vec::new(),
-            }
-        }
+        None => Episode { reward, ..prompt_only(codec, task, bug, group, stats)? },
     };
     Ok(episode)
+}
+
+/// An episode without a request: its stream is the task's prompt, with no policy token, and
+/// reward 0.
+pub(crate) fn prompt_only(
+    codec: &dyn ChatCodec,
+    task: &Task,
+    bug: &BugTask,
+    group: usize,
+    stats: EpisodeStats,
+) -> Result<Episode, arl_core::EnvError> {
+    let messages = vec![Message::user(prompt(bug))];
+    let ids =
+        codec.prompt_ids(&messages, &[]).map_err(|e| arl_core::EnvError::Other(format!("env harness: rendering the task prompt: {e}")))?;
+    let n = ids.len();
+    Ok(Episode {
+        task_id: task.id.clone(),
+        group,
+        ids,
+        policy_mask: vec![false; n],
+        sampler_logprobs: vec![0.0; n],
+        turn_ids: vec![-1; n],
+        reward: 0.0,
+        stats,
+        messages,
+        branches: Vec::new(),
+    })
 }
 
 /// The one-line reason a batch whose every program failed to start stops the run.

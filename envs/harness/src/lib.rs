@@ -210,11 +210,9 @@ impl HarnessEnv {
             Ok(outcome) => outcome,
             Err(e) => {
                 // The job never ran: the host's failure, masked.
-                let mut episode = episode::finish(self, codec, task, bug, *group, None, Default::default())?;
-                episode.stats = Default::default();
-                episode.stats.sandbox_error(&e);
-                episode.reward = 0.0;
-                return Ok((episode, None));
+                let mut stats = arl_core::EpisodeStats::default();
+                stats.sandbox_error(&e);
+                return Ok((episode::prompt_only(codec, task, bug, *group, stats)?, None));
             }
         };
         if let Some(message) = episode::cut_by_sandbox(self, &outcome) {
