@@ -305,6 +305,39 @@ fn a_program_that_cannot_start_stops_the_run_in_one_line_and_the_sandbox_clock_i
 }
 
 #[test]
+fn a_program_that_hangs_after_its_first_request_is_stopped_and_graded() {
+    // After its first request the model has had its say: a hang is the model's doing, graded as
+    // the repository stands (not masked), the episode truncated at the time limit.
+    let dir = arl_tests::scratch_dir("harness-hang");
+    let program = dir.join("hang.py");
+    std::fs::write(
+        &program,
+        r#"import json, os, time, urllib.request
+body = {"model": os.environ["ARL_MODEL"], "messages": [{"role": "user", "content": os.environ["ARL_TASK"]}], "max_tokens": 4}
+request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+urllib.request.urlopen(request, timeout=30).read()
+time.sleep(600)
+"#,
+    )
+    .unwrap();
+    let env = harness_env(json!({"command": "python3 /job/hang.py", "files": [program], "timeout_s": 4}));
+    let task: Task = env.tasks(Split::Train).unwrap().remove(0);
+    let mut spy =
+        Spy { inner: arl_qwen3::QwenPolicy::load("tiny", &arl_qwen3::cpu()).unwrap(), script: VecDeque::new(), log: Default::default() };
+    let t = std::time::Instant::now();
+    let episodes = env.agent().unwrap().run_episodes(&[(task, 0)], &mut spy, &codec(), &sampling(), &mut |_, _| {}).unwrap();
+    let s = &episodes[0].stats;
+    assert!(t.elapsed().as_secs() < 60, "stopped at the env's time limit");
+    assert_eq!((s.counters.get("agent_timeout"), s.counters.get("harness_requests")), (Some(&1), Some(&1)), "{s:?}");
+    assert_eq!(
+        (s.finish, s.truncated, s.infra_failed, episodes[0].reward),
+        (Some(arl_core::EpisodeFinish::TimeLimit), true, false, 0.0),
+        "{s:?}"
+    );
+}
+
+#[test]
 fn bad_harness_options_are_refused_in_one_line() {
     arl_plugins::link();
     let sandbox = |name: &str| {
