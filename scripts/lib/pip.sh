@@ -43,3 +43,27 @@ for name in sorted(os.listdir(wheels)):
         wheel.extractall(out)
 PY
 }
+
+# `download_pinned PINS WHEELS [pip download flags…]`: the wheels PINS names (one requirement per
+# line, each with its `--hash=sha256:…`), downloaded from PyPI into the new folder WHEELS and
+# checked against their hashes. Needs $python.
+download_pinned() {
+    local pins=$1 wheels=$2 requirements ok=0
+    shift 2
+    requirements=$(mktemp)
+    echo "$pins" >"$requirements"
+    "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes \
+        "$@" -r "$requirements" -d "$wheels" && ok=1
+    rm -f "$requirements"
+    [ "$ok" = 1 ]
+}
+
+# `install_read_only SITE DIR STAMP`: the folder SITE made read-only and moved to
+# DIR/site-packages in place of the one there, and STAMP written to DIR/stamp.
+install_read_only() {
+    chmod -R a+rX,a-w "$1"
+    if [ -d "$2/site-packages" ]; then chmod -R u+w "$2/site-packages"; rm -rf "$2/site-packages"; fi
+    mkdir -p "$2"
+    mv "$1" "$2/site-packages"
+    echo "$3" >"$2/stamp"
+}

@@ -28,16 +28,10 @@ fi
 pip_python mini-swe-agent.sh
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-echo "$PINS" >"$tmp/requirements.txt"
 echo "mini-swe-agent: downloading mini-swe-agent 2.4.6 and 10 dependencies (2.9 MB of wheels) from PyPI"
-"$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes \
-    --python-version 3.11 --platform manylinux2014_x86_64 -r "$tmp/requirements.txt" -d "$tmp/wheels"
+download_pinned "$PINS" "$tmp/wheels" --python-version 3.11 --platform manylinux2014_x86_64
 unpack_wheels "$tmp/wheels" "$tmp/site-packages"
 "$python" -I -S -B -c "import sys; sys.path.insert(0, '$tmp/site-packages'); import yaml, jinja2, rich, tenacity, platformdirs, dotenv"
 grep -q '__version__ = "2.4.6"' "$tmp/site-packages/minisweagent/__init__.py"
-chmod -R a+rX,a-w "$tmp/site-packages"
-if [ -d "$DIR/site-packages" ]; then chmod -R u+w "$DIR/site-packages"; rm -rf "$DIR/site-packages"; fi
-mkdir -p "$DIR"
-mv "$tmp/site-packages" "$DIR/site-packages"
-echo "$PINS" >"$DIR/stamp"
+install_read_only "$tmp/site-packages" "$DIR" "$PINS"
 echo "mini-swe-agent: $DIR/site-packages"

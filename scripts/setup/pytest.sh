@@ -20,21 +20,15 @@ fi
 pip_python pytest.sh
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-echo "$PINS" >"$tmp/requirements.txt"
 echo "pytest: downloading pytest 9.0.1, iniconfig, packaging, pluggy, pygments (1.8 MB of wheels) from PyPI"
-"$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes \
-    -r "$tmp/requirements.txt" -d "$tmp/wheels"
+download_pinned "$PINS" "$tmp/wheels"
 unpack_wheels "$tmp/wheels" "$tmp/site-packages"
 "$python" -I -S -B -c "import sys; sys.path.insert(0, '$tmp/site-packages'); import pytest; assert pytest.__version__ == '9.0.1', pytest.__version__"
 # Bytecode for the sandbox's interpreter (jobs run with -B, which reads but never writes it).
 sandbox_python=/usr/bin/python3
 [ -x "$sandbox_python" ] || sandbox_python=$python
 "$sandbox_python" -m compileall -q -j 1 "$tmp/site-packages" >/dev/null
-chmod -R a+rX,a-w "$tmp/site-packages"
-if [ -d "$DIR/site-packages" ]; then chmod -R u+w "$DIR/site-packages"; rm -rf "$DIR/site-packages"; fi
 # The wasm sandbox's bytecode of the old install (it makes a new one on first use).
 rm -rf "$DIR"/wasm-pyc-*
-mkdir -p "$DIR"
-mv "$tmp/site-packages" "$DIR/site-packages"
-echo "$PINS" >"$DIR/stamp"
+install_read_only "$tmp/site-packages" "$DIR" "$PINS"
 echo "pytest: $DIR/site-packages"
