@@ -126,15 +126,18 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     // Every policy token of the recording is a sampled id, each sample exactly once, in order.
     let mut runs: Vec<(Vec<u32>, Vec<f32>)> = Vec::new();
     for b in &record.branches {
-        assert_eq!((b.policy_mask.len(), b.sampler_logprobs.len(), b.turn_ids.len()), (b.ids.len(), b.ids.len(), b.ids.len()));
-        for t in 0..b.ids.len() {
-            if b.policy_mask[t] {
-                if t == 0 || !b.policy_mask[t - 1] || b.turn_ids[t - 1] != b.turn_ids[t] {
+        assert_eq!(
+            (b.stream.policy_mask.len(), b.stream.sampler_logprobs.len(), b.stream.turn_ids.len()),
+            (b.stream.ids.len(), b.stream.ids.len(), b.stream.ids.len())
+        );
+        for t in 0..b.stream.ids.len() {
+            if b.stream.policy_mask[t] {
+                if t == 0 || !b.stream.policy_mask[t - 1] || b.stream.turn_ids[t - 1] != b.stream.turn_ids[t] {
                     runs.push((Vec::new(), Vec::new()));
                 }
                 let run = runs.last_mut().unwrap();
-                run.0.push(b.ids[t]);
-                run.1.push(b.sampler_logprobs[t]);
+                run.0.push(b.stream.ids[t]);
+                run.1.push(b.stream.sampler_logprobs[t]);
             }
         }
     }
@@ -152,7 +155,10 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     conv.push_observations(codec.as_ref(), vec![Message::user("Thanks. And tomorrow?")]).unwrap();
     conv.push_assistant(codec.as_ref(), &samples[2].ids, &samples[2].sampler_logprobs).unwrap();
     let first = &record.branches[0];
-    assert_eq!((&first.ids, &first.policy_mask, &first.sampler_logprobs), (&conv.ids, &conv.policy_mask, &conv.sampler_logprobs));
+    assert_eq!(
+        (&first.stream.ids, &first.stream.policy_mask, &first.stream.sampler_logprobs),
+        (&conv.ids, &conv.policy_mask, &conv.sampler_logprobs)
+    );
     assert_eq!(first.messages[2].tool_calls, vec![call("Paris")]);
 
     // Training from the recording: the trainer's scores of its policy tokens (the same tiny
@@ -170,16 +176,16 @@ fn the_openai_sdk_drives_a_session_and_the_recording_is_the_sampled_ids() {
     // the first branch), and renders the changed tool result as the template's suffix.
     let shared = codec.prompt_ids(&system_user(), &tools).unwrap().len() + samples[0].ids.len();
     let fork = &record.branches[1];
-    assert_eq!(fork.ids[..shared], first.ids[..shared]);
-    assert!(fork.policy_mask[..shared].iter().all(|m| !m));
+    assert_eq!(fork.stream.ids[..shared], first.stream.ids[..shared]);
+    assert!(fork.stream.policy_mask[..shared].iter().all(|m| !m));
     let mut history = system_user();
     history.push(first.messages[2].clone());
     let changed = vec![Message::tool("{\"sky\": \"sunny\", \"celsius\": 21}")];
     let suffix = codec.observation_ids(&history, &changed, &tools, samples[0].ids.last().copied()).unwrap();
-    assert_eq!(fork.ids[shared..shared + suffix.len()], suffix[..]);
+    assert_eq!(fork.stream.ids[shared..shared + suffix.len()], suffix[..]);
     assert!(text("turn4_text").contains("\"town\": 1"));
     let third = &record.branches[2];
-    assert_eq!(third.ids[..shared - samples[0].ids.len()], first.ids[..shared - samples[0].ids.len()]);
+    assert_eq!(third.stream.ids[..shared - samples[0].ids.len()], first.stream.ids[..shared - samples[0].ids.len()]);
     assert_eq!(seen["after_errors"], "tool_calls");
 }
 
@@ -276,7 +282,7 @@ fn stream(ids: &[u32]) -> String {
 }
 
 fn mask(b: &arl_endpoint::RecordedBranch) -> String {
-    b.policy_mask.iter().map(|&m| if m { 'p' } else { '.' }).collect()
+    b.stream.policy_mask.iter().map(|&m| if m { 'p' } else { '.' }).collect()
 }
 
 #[test]
@@ -289,7 +295,7 @@ fn endpoint_turns_grow_in_place_and_every_change_is_a_fork() {
     assert_eq!(chat(&dir, json!([q, a, r])).1["choices"][0]["message"]["content"], "b");
     let rec = endpoint.record("s").unwrap();
     assert_eq!((rec.branches.len(), rec.stats.harness_forks), (1, 0));
-    assert_eq!(stream(&rec.branches[0].ids), "[user:q]>a|\n[tool:r]>b|");
+    assert_eq!(stream(&rec.branches[0].stream.ids), "[user:q]>a|\n[tool:r]>b|");
     assert_eq!(mask(&rec.branches[0]), ".........pp..........pp");
 
     // A retried request: the prefix is reused, the new turn is a second branch.
@@ -302,7 +308,7 @@ fn endpoint_turns_grow_in_place_and_every_change_is_a_fork() {
     let (status, _) = unix(&sock, "POST", "/s/s/v1/chat/completions", "", &json!({"model": "toy", "messages": [q, a, r], "tools": tools}));
     assert_eq!(status, 200);
     let rec = endpoint.end_session("s").unwrap();
-    let streams: Vec<String> = rec.branches.iter().map(|b| stream(&b.ids)).collect();
+    let streams: Vec<String> = rec.branches.iter().map(|b| stream(&b.stream.ids)).collect();
     assert_eq!(
         streams,
         ["[user:q]>a|\n[tool:r]>b|", "[user:q]>a|\n[tool:r]>c|", "[user:q]>A!|\n[tool:r]>d|", "{f}[user:q][assistant:a][tool:r]>e|"]
@@ -313,7 +319,7 @@ fn endpoint_turns_grow_in_place_and_every_change_is_a_fork() {
     assert_eq!(masks[2], policy_last(22));
     assert_eq!(masks[3], policy_last(33));
     assert_eq!((rec.stats.requests, rec.stats.harness_forks), (5, 3));
-    assert_eq!(rec.branches[2].turn_ids.iter().filter(|&&t| t >= 0).count(), 2);
+    assert_eq!(rec.branches[2].stream.turn_ids.iter().filter(|&&t| t >= 0).count(), 2);
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! template's ids of it (`Written`, context), or, when nothing matched, the whole request as
 //! one prompt.
 
-use arl_core::{ChatCodec, ChatError, Episode, EpisodeStats, Message, Role, ToolSchema};
+use arl_core::{ChatCodec, ChatError, Episode, EpisodeStats, Message, Role, TokenStream, ToolSchema};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,29 +147,29 @@ impl Branch {
         let mut turn = 0;
         for (k, s) in self.segments.iter().enumerate() {
             let policy = s.kind == Kind::Sampled && k >= self.shared;
-            r.ids.extend_from_slice(&s.ids);
-            r.policy_mask.extend(std::iter::repeat_n(policy, s.ids.len()));
+            let stream = &mut r.stream;
+            stream.ids.extend_from_slice(&s.ids);
+            stream.policy_mask.extend(std::iter::repeat_n(policy, s.ids.len()));
             if policy {
-                r.sampler_logprobs.extend_from_slice(&s.sampler_logprobs);
-                r.turn_ids.extend(std::iter::repeat_n(turn, s.ids.len()));
+                stream.sampler_logprobs.extend_from_slice(&s.sampler_logprobs);
+                stream.turn_ids.extend(std::iter::repeat_n(turn, s.ids.len()));
                 turn += 1;
             } else {
-                r.sampler_logprobs.extend(std::iter::repeat_n(0.0, s.ids.len()));
-                r.turn_ids.extend(std::iter::repeat_n(-1, s.ids.len()));
+                stream.sampler_logprobs.extend(std::iter::repeat_n(0.0, s.ids.len()));
+                stream.turn_ids.extend(std::iter::repeat_n(-1, s.ids.len()));
             }
         }
         r
     }
 }
 
-/// One branch's token stream: `ids`, `policy_mask`, `sampler_logprobs` and `turn_ids` of
-/// equal length, as an [`Episode`] holds them. Policy tokens are exactly the sampler's ids.
+/// One branch: its token stream (`ids`, `policy_mask`, `sampler_logprobs` and `turn_ids` of
+/// equal length, as an [`Episode`] holds them; policy tokens are exactly the sampler's ids) and
+/// the conversation it renders.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecordedBranch {
-    pub ids: Vec<u32>,
-    pub policy_mask: Vec<bool>,
-    pub sampler_logprobs: Vec<f32>,
-    pub turn_ids: Vec<i32>,
+    #[serde(flatten)]
+    pub stream: TokenStream,
     /// The conversation the stream renders, as the client sent it.
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSchema>,
@@ -180,10 +180,10 @@ impl RecordedBranch {
         Episode {
             task_id,
             group,
-            ids: self.ids,
-            policy_mask: self.policy_mask,
-            sampler_logprobs: self.sampler_logprobs,
-            turn_ids: self.turn_ids,
+            ids: self.stream.ids,
+            policy_mask: self.stream.policy_mask,
+            sampler_logprobs: self.stream.sampler_logprobs,
+            turn_ids: self.stream.turn_ids,
             reward,
             stats,
             messages: self.messages,

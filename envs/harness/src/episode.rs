@@ -146,15 +146,14 @@ pub(crate) fn finish(
     let last = branches.pop();
     // A turn trains once, in the branch that sampled it: earlier branches with turns of their own
     // train beside the last, with the episode's advantage.
-    let earlier: Vec<TokenStream> = branches
-        .into_iter()
-        .filter(|b| b.policy_mask.iter().any(|&m| m))
-        .map(|b| TokenStream { ids: b.ids, policy_mask: b.policy_mask, sampler_logprobs: b.sampler_logprobs, turn_ids: b.turn_ids })
-        .collect();
+    let earlier: Vec<TokenStream> = branches.into_iter().map(|b| b.stream).filter(|s| s.policy_mask.iter().any(|&m| m)).collect();
     let turns = |t: &[i32]| t.iter().filter(|&&t| t >= 0).max().map_or(0, |&t| t as u32 + 1);
-    stats.turns = earlier.iter().map(|b| turns(&b.turn_ids)).sum::<u32>() + last.as_ref().map_or(0, |b| turns(&b.turn_ids));
+    stats.turns = earlier.iter().map(|b| turns(&b.turn_ids)).sum::<u32>() + last.as_ref().map_or(0, |b| turns(&b.stream.turn_ids));
     // A last turn cut at max_new_tokens is not a final answer (as the gyms' rollout marks it).
-    let cut = last.as_ref().and_then(|b| (0..b.ids.len()).rev().find(|&i| b.policy_mask[i]).map(|i| !codec.stop_ids().contains(&b.ids[i])));
+    let cut = last
+        .as_ref()
+        .map(|b| &b.stream)
+        .and_then(|t| (0..t.ids.len()).rev().find(|&i| t.policy_mask[i]).map(|i| !codec.stop_ids().contains(&t.ids[i])));
     if cut == Some(true) && stats.finish == Some(EpisodeFinish::Done) {
         stats.truncated = true;
         stats.finish = Some(EpisodeFinish::Length);
