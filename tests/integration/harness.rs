@@ -21,48 +21,38 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The `harness` env over the `rlimit` sandbox, with the openai SDK (and `more` site-packages)
-/// bound into jobs and on the program's `PYTHONPATH`.
-fn harness_env_with(options: serde_json::Value, more: &[PathBuf]) -> Box<dyn Env> {
+/// What examples/harness/config.sh prints for `agent` (`openai` or `mini`): the run
+/// configuration a user starts from, with the Python packages and the shared libraries their
+/// compiled wheels link bound into jobs.
+fn example_config(agent: &str) -> String {
+    openai_sdk();
+    let out = std::process::Command::new("bash").arg(repo_root().join("examples/harness/config.sh")).arg(agent).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `harness` env over the `rlimit` sandbox, with the binds and `python_path` of `agent`'s
+/// example configuration and `options` of the test's own.
+fn harness_env_with(options: serde_json::Value, agent: &str) -> Box<dyn Env> {
     arl_plugins::link();
-    let (_, site) = openai_sdk();
-    let sites: Vec<PathBuf> = [site.clone()].into_iter().chain(more.iter().cloned()).collect();
+    let example: toml::Table = example_config(agent).parse().unwrap();
+    let strings = |v: &toml::Value| -> Vec<String> { v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect() };
     let config = SandboxConfig {
         timeout_s: 120.0,
         cpu_s: 120,
         memory_mb: 2048,
-        binds: sites.iter().cloned().chain(wheel_libraries(&site)).map(|p| p.display().to_string()).collect(),
+        binds: strings(&example["sandbox"]["binds"]),
         ..SandboxConfig::default()
     };
     let sandbox = (registry::get::<SandboxPlugin>("rlimit").unwrap().build)(&config).unwrap_or_else(|e| panic!("{e}"));
     let mut options = options.as_object().unwrap().clone();
-    options.insert("python_path".into(), json!(sites.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()));
+    options.insert("python_path".into(), json!(strings(&example["env"]["options"]["python_path"])));
     let config = EnvConfig { name: "harness".into(), options, ..EnvConfig::default() };
     (registry::get::<EnvPlugin>("harness").unwrap().build)(&config, sandbox).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn harness_env(options: serde_json::Value) -> Box<dyn Env> {
-    harness_env_with(options, &[])
-}
-
-/// The shared libraries the SDK's compiled wheels (pydantic-core, jiter) link and the
-/// interpreter itself does not (libgcc_s, librt, …): the sandbox's root has them only when
-/// bound (docs/harness.md says how to list them).
-fn wheel_libraries(site: &Path) -> Vec<PathBuf> {
-    let mut libs = std::collections::BTreeSet::new();
-    for package in ["pydantic_core", "jiter"] {
-        for entry in std::fs::read_dir(site.join(package)).unwrap().flatten() {
-            if entry.path().extension().is_some_and(|e| e == "so") {
-                let out = std::process::Command::new("ldd").arg(entry.path()).output().expect("ldd");
-                for line in String::from_utf8_lossy(&out.stdout).lines() {
-                    if let Some(path) = line.split("=> ").nth(1).and_then(|r| r.split(' ').next()).filter(|p| p.starts_with('/')) {
-                        libs.insert(std::fs::canonicalize(path).unwrap());
-                    }
-                }
-            }
-        }
-    }
-    libs.into_iter().collect()
+    harness_env_with(options, "openai")
 }
 
 fn sampling() -> AgentSampling {
@@ -194,7 +184,7 @@ fn mini_swe_agent_fixes_a_bug_through_the_endpoint() {
     );
     let program = repo_root().join("examples/harness/mini_swe_agent.py");
     let options = json!({"command": "AGENT_TURNS=4 python3 /job/mini_swe_agent.py", "files": [program], "parallel": 1, "timeout_s": 100});
-    let env = harness_env_with(options, &[site]);
+    let env = harness_env_with(options, "mini");
     let codec = codec();
     let task: Task = env.tasks(Split::Train).unwrap().remove(0);
     let file = format!("{}.py", task.data["function"].as_str().unwrap());
@@ -368,11 +358,8 @@ fn bad_harness_options_are_refused_in_one_line() {
 
 /// The run configuration examples/harness/config.sh prints for `agent`, written into `dir`.
 fn run_config(dir: &Path, agent: &str) -> PathBuf {
-    openai_sdk();
-    let out = std::process::Command::new("bash").arg(repo_root().join("examples/harness/config.sh")).arg(agent).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let path = dir.join("harness.toml");
-    std::fs::write(&path, out.stdout).unwrap();
+    std::fs::write(&path, example_config(agent)).unwrap();
     path
 }
 
