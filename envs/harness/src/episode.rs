@@ -109,8 +109,7 @@ pub(crate) fn finish(
 ) -> Result<Episode, arl_core::EnvError> {
     use counters::*;
     let mut stats = EpisodeStats::default();
-    let s = record.stats.clone();
-    let s = &s;
+    let SessionRecord { mut branches, stats: s } = record;
     for (name, n) in [(HARNESS_REQUESTS, s.requests), (HARNESS_FORKS, s.harness_forks), (HARNESS_REFUSED, s.refused)] {
         if n > 0 {
             stats.counters.insert(name.into(), n);
@@ -142,7 +141,6 @@ pub(crate) fn finish(
             episode_reward(env.bank.sandbox.as_ref(), bug, &bug.source, &mut stats)
         }
     };
-    let mut branches = record.branches;
     let last = branches.pop();
     // A turn trains once, in the branch that sampled it: earlier branches with turns of their own
     // train beside the last, with the episode's advantage.
