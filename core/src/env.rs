@@ -15,6 +15,15 @@ pub trait Env: Send + Sync {
     fn tools(&self) -> Vec<ToolSchema>;
     /// Start an episode on `task`.
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError>;
+    /// Start an episode on `task` that draws what it randomizes per episode (a menu's order, a
+    /// start state) from `seed`. The rollout engine starts every episode this way, with a seed
+    /// of its own derived from the run's seed, so the episodes of one group differ while a run
+    /// stays reproducible and a resumed one identical. The default ignores the seed: an
+    /// episode is [`Env::reset`]'s.
+    fn reset_seeded(&self, task: &Task, seed: u64) -> Result<Box<dyn EnvSession>, EnvError> {
+        let _ = seed;
+        self.reset(task)
+    }
     /// New tokens per assistant turn when the config leaves `sampling.max_new_tokens` unset.
     fn default_max_new_tokens(&self) -> u32 {
         64

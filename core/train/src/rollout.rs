@@ -98,7 +98,7 @@ pub fn rollout(
     progress(0, specs.len());
     let response_budget = opts.max_response_tokens.unwrap_or(usize::MAX);
     for (index, (task, _)) in specs.iter().enumerate() {
-        let session = timed(&mut stats.env_seconds, || env.reset(task))?;
+        let session = timed(&mut stats.env_seconds, || env.reset_seeded(task, episode_seed(opts.sampling.seed, index)))?;
         let conv = Conversation::start(codec, session.messages().to_vec(), tools.clone())?;
         let mut l = Live { index, session, conv, generated: 0 };
         if opts.max_prompt_tokens.is_some_and(|max| l.conv.ids.len() > max) {
@@ -276,6 +276,12 @@ fn timed<T>(seconds: &mut f64, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// The seed of the `index`-th episode's [`Env::reset_seeded`]: distinct per episode (a turn
+/// no rollout reaches keeps it apart from the sampler's streams), fixed by the run's seed.
+fn episode_seed(seed: u64, index: usize) -> u64 {
+    mix(seed, u64::MAX, index as u64)
+}
+
 /// A distinct seed per (turn, chunk), so chunks never share random streams.
 fn mix(seed: u64, turn: u64, chunk: u64) -> u64 {
     let mut z = seed ^ turn.wrapping_mul(0xd1b5_4a32_d192_ed03) ^ chunk.wrapping_mul(0x8cb9_2ba7_2f3d_8dd7);
@@ -374,6 +380,55 @@ mod tests {
         let (episodes, _) = rollout(&Lengths, &Codec, &mut policy, &specs, &opts, &mut |_, _| {}).unwrap();
         assert_eq!(episodes.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
         policy.0
+    }
+
+    /// Records the seed of every episode it starts.
+    #[derive(Default)]
+    struct Seeds(std::sync::Mutex<Vec<u64>>);
+
+    impl Env for Seeds {
+        fn tasks(&self, _: Split) -> Result<Vec<Task>, EnvError> {
+            Ok(vec![])
+        }
+        fn tools(&self) -> Vec<ToolSchema> {
+            vec![]
+        }
+        fn reset(&self, _: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+            unreachable!("the rollout starts episodes with reset_seeded")
+        }
+        fn reset_seeded(&self, task: &Task, seed: u64) -> Result<Box<dyn EnvSession>, EnvError> {
+            self.0.lock().unwrap().push(seed);
+            Lengths.reset(task)
+        }
+    }
+
+    fn episode_seeds(sampling_seed: u64) -> Vec<u64> {
+        let task = Task { id: "t".into(), family: "f".into(), split: Split::Train, data: serde_json::json!(10) };
+        let specs = vec![(task.clone(), 0), (task.clone(), 0), (task.clone(), 1), (task, 1)];
+        let opts = RolloutOptions {
+            max_turns: 1,
+            max_calls_per_turn: 1,
+            sampling: SamplingParams { max_new_tokens: 4, seed: sampling_seed, ..Default::default() },
+            gen_batch: None,
+            gen_tokens: None,
+            max_episode_tokens: 4096,
+            max_prompt_tokens: None,
+            max_response_tokens: None,
+        };
+        let env = Seeds::default();
+        rollout(&env, &Codec, &mut Recorder::default(), &specs, &opts, &mut |_, _| {}).unwrap();
+        env.0.into_inner().unwrap()
+    }
+
+    /// Every episode of a task, within a group too, starts from a seed of its own; the same
+    /// rollout again starts from the same seeds, another sampling seed from others.
+    #[test]
+    fn each_episode_starts_from_its_own_seed_fixed_by_the_runs() {
+        let seeds = episode_seeds(7);
+        assert_eq!(seeds.len(), 4);
+        assert_eq!(seeds.iter().collect::<std::collections::BTreeSet<_>>().len(), 4, "{seeds:?}");
+        assert_eq!(episode_seeds(7), seeds);
+        assert!(episode_seeds(8).iter().all(|s| !seeds.contains(s)));
     }
 
     /// `gen_tokens` caps the KV cache a decode call holds: episodes × (the longest prompt + a

@@ -9,7 +9,8 @@
 //!
 //! It deliberately knows nothing about tokens or the chat template (the trainer parses
 //! `<tool_call>` blocks with [`arl_core::toolcall`]), nor about how jobs are isolated.
-//! Options (`[env.options]`): `train_instances`, `heldout_instances`. No cargo features.
+//! Options (`[env.options]`): `train_instances`, `heldout_instances`, `heldout_train_instances`,
+//! `menu_order` (`"task"` or `"episode"`: the menu's order drawn per episode). No cargo features.
 
 pub mod oracle;
 mod session;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 
 use arl_core::config::EnvConfig;
 use arl_core::{Env, EnvError, EnvSession, OracleNoise, OracleTurn, PluginError, Sandbox, Split, Task, ToolSchema, ToolSet};
-use arl_tasks::{BankEnv, BankEnvOptions, BankOptions, BugTask};
+use arl_tasks::{BankEnv, BankEnvOptions, BankOptions, BugTask, MenuOrder};
 
 /// `[env.options]` of the `edit` env.
 pub type EditOptions = BankEnvOptions;
@@ -63,6 +64,18 @@ impl Env for EditEnv {
 
     fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
         Ok(Box::new(EditSession::new(task, self.0.max_turns, self.0.sandbox.clone())?))
+    }
+
+    /// With `menu_order = "episode"` the menu's order is drawn from `seed`; else the task's own.
+    fn reset_seeded(&self, task: &Task, seed: u64) -> Result<Box<dyn EnvSession>, EnvError> {
+        match self.0.menu_order {
+            MenuOrder::Task => self.reset(task),
+            MenuOrder::Episode => {
+                let mut bug = BugTask::from_task(task).map_err(|e| EnvError::Other(e.to_string()))?;
+                bug.shuffle_menu(seed);
+                self.reset(&bug.to_task())
+            }
+        }
     }
 
     fn oracle(&self, task: &Task, noise: &OracleNoise, seed: u64) -> Result<Option<Vec<OracleTurn>>, EnvError> {

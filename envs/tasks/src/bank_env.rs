@@ -22,6 +22,21 @@ pub struct BankEnvOptions {
     /// Held-out tasks per training template (the `heldout_instances` split: the training
     /// bugs under names and operand orders no training task has); 0: no such split.
     pub heldout_train_instances: usize,
+    /// The order of the `edit` gym's menu of edits ([`MenuOrder`]); other gyms have no menu.
+    pub menu_order: MenuOrder,
+}
+
+/// Where the order of a task's menu of edits comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MenuOrder {
+    /// The task's own, fixed by its instance: every episode of a task sees the same menu.
+    #[default]
+    Task,
+    /// Drawn again for every episode ([`arl_core::Env::reset_seeded`]), so the letter that
+    /// names the fix differs between the episodes of a group: a policy that prefers a letter
+    /// earns the same in every group and only reading the edits is rewarded.
+    Episode,
 }
 
 impl Default for BankEnvOptions {
@@ -31,6 +46,7 @@ impl Default for BankEnvOptions {
             train_instances: bank.train_instances,
             heldout_instances: bank.heldout_instances,
             heldout_train_instances: bank.heldout_train_instances,
+            menu_order: MenuOrder::Task,
         }
     }
 }
@@ -58,6 +74,11 @@ impl BankEnvOptions {
                 return Err(error(format!("env.options.{key}: {n} is out of range; valid: {least} to {}", Self::MAX_INSTANCES)));
             }
         }
+        if options.menu_order == MenuOrder::Episode && env != "edit" {
+            return Err(error(format!(
+                "env.options.menu_order: the `{env}` gym shows no menu of edits; \"episode\" is the edit gym's (remove the key)"
+            )));
+        }
         Ok(options)
     }
 
@@ -79,12 +100,19 @@ pub struct BankEnv {
     pub bank: BankOptions,
     pub max_turns: u32,
     pub max_calls_per_turn: u32,
+    pub menu_order: MenuOrder,
     pub sandbox: Arc<dyn Sandbox>,
 }
 
 impl BankEnv {
     pub fn new(config: &EnvConfig, options: &BankEnvOptions, sandbox: Arc<dyn Sandbox>) -> Self {
-        Self { bank: options.bank(config), max_turns: config.max_turns, max_calls_per_turn: config.max_calls_per_turn, sandbox }
+        Self {
+            bank: options.bank(config),
+            max_turns: config.max_turns,
+            max_calls_per_turn: config.max_calls_per_turn,
+            menu_order: options.menu_order,
+            sandbox,
+        }
     }
 
     /// From the env config, parsing `[env.options]` for the env called `env`.

@@ -19,7 +19,7 @@ mod rng;
 mod task;
 
 pub use bank::{Case, FAMILIES, Replace, Template, templates};
-pub use bank_env::{BankEnv, BankEnvOptions};
+pub use bank_env::{BankEnv, BankEnvOptions, MenuOrder};
 pub use grade::{GradeReport, PublicReport, episode_reward, grade, run_public};
 pub use task::{BankOptions, BugTask, EditOp, HiddenCase, find, generate};
 

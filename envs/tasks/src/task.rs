@@ -78,6 +78,27 @@ impl BugTask {
     pub fn from_task(task: &Task) -> Result<Self, TaskError> {
         serde_json::from_value(task.data.clone()).map_err(|e| TaskError::BadTask { id: task.id.clone(), message: e.to_string() })
     }
+
+    /// The same task with its edits listed in another order drawn from `seed`, renamed `A`,
+    /// `B`, … in that order (`fix` follows the fixing edit): one episode's menu when the
+    /// order is drawn per episode (`env.options.menu_order = "episode"`).
+    pub fn shuffle_menu(&mut self, seed: u64) {
+        let fix = self.op(&self.fix).cloned().expect("a task's fix is one of its ops");
+        Rng::new(seed).shuffle(&mut self.ops);
+        self.fix = name_ops(&mut self.ops, &fix);
+    }
+}
+
+/// Name `ops` `A`, `B`, … in their order; the name the edit equal to `fix` gets.
+fn name_ops(ops: &mut [EditOp], fix: &EditOp) -> String {
+    let mut fix_name = String::new();
+    for (i, op) in ops.iter_mut().enumerate() {
+        op.name = ((b'A' + i as u8) as char).to_string();
+        if op.old == fix.old && op.new == fix.new {
+            fix_name = op.name.clone();
+        }
+    }
+    fix_name
 }
 
 /// How the bank is instantiated.
@@ -170,13 +191,7 @@ fn instantiate(t: &Template, options: &BankOptions, split: Split, key: u64, id: 
         .chain(t.distractors.iter().map(|d| EditOp { name: String::new(), old: r(&d.old), new: r(&d.new) }))
         .collect();
     rng.shuffle(&mut ops);
-    let mut fix_name = String::new();
-    for (i, op) in ops.iter_mut().enumerate() {
-        op.name = ((b'A' + i as u8) as char).to_string();
-        if op.old == fix.old && op.new == fix.new {
-            fix_name = op.name.clone();
-        }
-    }
+    let fix_name = name_ops(&mut ops, &fix);
     BugTask {
         id,
         family: t.family.clone(),
@@ -195,6 +210,28 @@ fn instantiate(t: &Template, options: &BankOptions, split: Split, key: u64, id: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shuffled menu holds the same edits, named in order, its fix the same edit; over
+    /// seeds the fix takes every place.
+    #[test]
+    fn a_shuffled_menu_keeps_its_edits_and_its_fix() {
+        let task = generate(&BankOptions::default(), Split::Train).swap_remove(0);
+        let edit = |t: &BugTask, name: &str| t.op(name).map(|op| (op.old.clone(), op.new.clone())).unwrap();
+        let mut places = std::collections::BTreeSet::new();
+        for seed in 0..32 {
+            let mut shuffled = task.clone();
+            shuffled.shuffle_menu(seed);
+            let edits = |t: &BugTask| t.ops.iter().map(|op| (op.old.clone(), op.new.clone())).collect::<std::collections::BTreeSet<_>>();
+            assert_eq!(edits(&shuffled), edits(&task));
+            assert!(shuffled.ops.iter().enumerate().all(|(i, op)| op.name == ((b'A' + i as u8) as char).to_string()));
+            assert_eq!(edit(&shuffled, &shuffled.fix), edit(&task, &task.fix));
+            let mut again = task.clone();
+            again.shuffle_menu(seed);
+            assert_eq!(again, shuffled, "deterministic in the seed");
+            places.insert(shuffled.fix.clone());
+        }
+        assert_eq!(places.len(), task.ops.len(), "{places:?}");
+    }
 
     #[test]
     fn generation_is_deterministic_and_depends_on_the_seed() {

@@ -145,3 +145,54 @@ fn unknown_options_are_rejected_by_name() {
     let err = crate::build(&config, sandbox()).err().unwrap().to_string();
     assert!(err.contains("unknown field `train_instancez`"), "{err}");
 }
+
+/// With `menu_order = "episode"` each seed lists the task's edits in an order of its own, and
+/// the fix is the edit, not the letter: the seeded menu's own name for it earns 1, the task's
+/// name for it (where that now names another edit) 0. With the default order a seed changes nothing.
+#[test]
+fn a_menu_drawn_per_episode_keeps_the_fix_under_its_new_name() {
+    let mut config = EnvConfig { name: "edit".into(), ..EnvConfig::default() };
+    config.options.insert("menu_order".into(), serde_json::json!("episode"));
+    let per_episode = crate::build(&config, sandbox()).unwrap();
+    let task = &env().tasks(Split::Train).unwrap()[0];
+    let bug = BugTask::from_task(task).unwrap();
+    let fix = bug.op(&bug.fix).unwrap();
+    let fix_line = |name: &str| format!("{name}: replace `{}` with `{}`", fix.old, fix.new);
+    let prompt = |env: &dyn Env, seed| env.reset_seeded(task, seed).unwrap().messages()[1].content.clone();
+    assert_eq!(prompt(&env(), 3), env().reset(task).unwrap().messages()[1].content, "the task's order by default");
+    let (mut names, mut moved) = (std::collections::BTreeSet::new(), false);
+    for seed in 0..12 {
+        let text = prompt(per_episode.as_ref(), seed);
+        let name = ["A", "B", "C", "D", "E"].into_iter().find(|n| text.contains(&fix_line(n))).expect("the fix is listed");
+        names.insert(name);
+        let reward = |op: &str| {
+            let mut session = per_episode.reset_seeded(task, seed).unwrap();
+            let turns = oracle(op);
+            let mut last = None;
+            for text in &turns {
+                if let Step::Done(outcome) = session.step(&parse_turn(text, &per_episode.tools(), 4)).unwrap() {
+                    last = Some(outcome.reward);
+                    break;
+                }
+            }
+            last.expect("submit ends the episode")
+        };
+        assert_eq!(reward(name), 1.0, "seed {seed}: {text}");
+        if name != bug.fix {
+            assert_eq!(reward(&bug.fix), 0.0, "seed {seed}: the task's letter names another edit here");
+            moved = true;
+        }
+    }
+    assert!(moved && names.len() == bug.ops.len(), "{names:?}");
+}
+
+#[test]
+fn a_menu_order_is_task_or_episode_and_only_the_edit_gyms() {
+    let mut config = EnvConfig { name: "edit".into(), ..EnvConfig::default() };
+    config.options.insert("menu_order".into(), serde_json::json!("step"));
+    let err = crate::build(&config, sandbox()).err().unwrap().to_string();
+    assert!(err.contains("env.options.menu_order") && err.contains("expected `task` or `episode`"), "{err}");
+    config.options.insert("menu_order".into(), serde_json::json!("episode"));
+    let err = arl_tasks::BankEnvOptions::parse("tools", &config).err().unwrap().to_string();
+    assert!(err.contains("env.options.menu_order: the `tools` gym shows no menu"), "{err}");
+}
