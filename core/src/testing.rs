@@ -1,6 +1,31 @@
-//! Helpers for arl's own tests.
+//! Helpers for arl's own tests: visible skips and a stand-in env.
 
 use std::io::Write;
+
+use crate::{EnvError, EnvSession, EpisodeStats, Message, Outcome, SingleTurn, Split, Task, ToolSchema};
+
+/// A stand-in env for tests of the loop: four one-turn tasks (`l0` … `l3`, the prompt `say
+/// letters <id>`), no tools; the reward is the fraction of the reply's characters that are
+/// lowercase ASCII letters, so a random model's episodes differ in reward and every step has
+/// advantages, gradients and optimizer moments to get right.
+pub struct Letters;
+
+impl crate::Env for Letters {
+    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
+        Ok((0..4).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
+    }
+    fn tools(&self) -> Vec<ToolSchema> {
+        vec![]
+    }
+    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
+        let grade = |text: &str, _truncated: bool| {
+            let n = text.chars().count().max(1) as f64;
+            let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
+            Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
+        };
+        Ok(Box::new(SingleTurn::new(vec![Message::user(format!("say letters {}", task.id))], grade)))
+    }
+}
 
 /// Say that the running test skips its check, and why, where a reader sees it: on stderr
 /// (shown with `--nocapture`) and, when `ARL_TEST_SKIPS` names a file, as a line

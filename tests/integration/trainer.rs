@@ -6,6 +6,8 @@ use arl_core::config::{LossConfig, ZeroAdvantageMinibatch};
 use arl_core::loss::Aggregation;
 use arl_core::registry::{self, AdvantagePlugin, LossPlugin};
 use arl_core::{AdvantageInput, AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, Split, Step, Task, ToolSchema};
+// Four one-turn tasks; 26 of the byte codec's 512 ids are lowercase letters, so a random model earns about 0.05.
+use arl_core::testing::Letters;
 use arl_optim::OptimConfig;
 use arl_qwen3::QwenTrainer;
 use arl_train::batch::{BatchOptions, Overlong, StepBatch, collect, kl_penalty};
@@ -38,44 +40,6 @@ impl ChatCodec for Bytes {
     }
     fn self_check(&self) -> Result<String, ChatError> {
         Ok("byte codec".into())
-    }
-}
-
-/// One turn; the reward is the fraction of reply bytes that are lowercase letters
-/// (26 of 512 ids, so a random model earns about 0.05).
-struct Letters;
-
-impl Env for Letters {
-    fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-        Ok((0..4).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
-    }
-    fn tools(&self) -> Vec<ToolSchema> {
-        vec![]
-    }
-    fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-        Ok(Box::new(LettersSession(vec![Message::user(format!("say letters {}", task.id))])))
-    }
-}
-
-struct LettersSession(Vec<Message>);
-
-impl EnvSession for LettersSession {
-    fn messages(&self) -> &[Message] {
-        &self.0
-    }
-    fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
-        Ok(Step::Done(self.grade(&turn.text)))
-    }
-    fn finish(&mut self) -> Result<Outcome, EnvError> {
-        Ok(self.grade(""))
-    }
-}
-
-impl LettersSession {
-    fn grade(&self, text: &str) -> Outcome {
-        let n = text.chars().count().max(1) as f64;
-        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
-        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
     }
 }
 

@@ -15,29 +15,28 @@ pub const ARGS_VAR: &str = "ARL_TEST_CHILD_ARGS";
 /// checks reset tasks too.)
 pub const BLOCK_VAR: &str = "ARL_TEST_BLOCK_AFTER_EPISODES";
 
-/// An env where a random model's episodes differ in reward (the fraction of lowercase ASCII
-/// letters in the reply), so every step has advantages, gradients and optimizer moments to
-/// get right. Registered in the test binaries that include this module only.
+/// `arl_core::testing::Letters` (a random model's episodes differ in reward, so every step has
+/// advantages, gradients and optimizer moments to get right), each episode's end blocking as
+/// [`BLOCK_VAR`] says. Registered in the test binaries that include this module only.
 mod letters {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use arl_core::config::EnvConfig;
-    use arl_core::{
-        AssistantTurn, Env, EnvError, EnvSession, EpisodeStats, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema,
-    };
+    use arl_core::testing::Letters;
+    use arl_core::{AssistantTurn, Env, EnvError, EnvSession, Message, Outcome, PluginError, Sandbox, Split, Step, Task, ToolSchema};
 
-    struct Letters;
+    struct Blocking;
 
-    impl Env for Letters {
+    impl Env for Blocking {
         fn tasks(&self, split: Split) -> Result<Vec<Task>, EnvError> {
-            Ok((0..4).map(|i| Task { id: format!("l{i}"), family: "letters".into(), split, data: serde_json::json!(i) }).collect())
+            Letters.tasks(split)
         }
         fn tools(&self) -> Vec<ToolSchema> {
             vec![]
         }
         fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-            Ok(Box::new(Session(vec![Message::user(format!("say letters {}", task.id))])))
+            Ok(Box::new(Session(Letters.reset(task)?)))
         }
     }
 
@@ -53,30 +52,24 @@ mod letters {
         }
     }
 
-    struct Session(Vec<Message>);
+    struct Session(Box<dyn EnvSession>);
 
     impl EnvSession for Session {
         fn messages(&self) -> &[Message] {
-            &self.0
+            self.0.messages()
         }
         fn step(&mut self, turn: &AssistantTurn) -> Result<Step, EnvError> {
             end_of_episode();
-            Ok(Step::Done(grade(&turn.text)))
+            self.0.step(turn)
         }
         fn finish(&mut self) -> Result<Outcome, EnvError> {
             end_of_episode();
-            Ok(grade(""))
+            self.0.finish()
         }
     }
 
-    fn grade(text: &str) -> Outcome {
-        let n = text.chars().count().max(1) as f64;
-        let reward = text.chars().filter(|c| c.is_ascii_lowercase()).count() as f64 / n;
-        Outcome { reward, stats: EpisodeStats { turns: 1, ..Default::default() } }
-    }
-
     fn letters_env(_: &EnvConfig, _: Arc<dyn Sandbox>) -> Result<Box<dyn Env>, PluginError> {
-        Ok(Box::new(Letters))
+        Ok(Box::new(Blocking))
     }
 
     arl_core::register!(EnvPlugin { name: "test-letters", about: "test stand-in", build: letters_env });
