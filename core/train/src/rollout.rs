@@ -296,8 +296,10 @@ mod tests {
     use arl_core::policy::{Generation, PolicyError, ScoreParams, Scores};
     use arl_core::{EnvError, EpisodeStats, Split, ToolSchema};
 
-    /// One-turn episodes whose prompt is `task.data` tokens long.
-    struct Lengths;
+    /// One-turn episodes whose prompt is `task.data` tokens long; records the seed of every
+    /// episode it starts.
+    #[derive(Default)]
+    struct Lengths(std::sync::Mutex<Vec<u64>>);
 
     impl Env for Lengths {
         fn tasks(&self, _: Split) -> Result<Vec<Task>, EnvError> {
@@ -308,6 +310,23 @@ mod tests {
         }
         fn reset(&self, task: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
             Ok(Box::new(Session(vec![Message::user(task.data.to_string())])))
+        }
+        fn reset_seeded(&self, task: &Task, seed: u64) -> Result<Box<dyn EnvSession>, EnvError> {
+            self.0.lock().unwrap().push(seed);
+            self.reset(task)
+        }
+    }
+
+    fn one_turn(sampling: SamplingParams, gen_batch: Option<usize>, gen_tokens: Option<usize>) -> RolloutOptions {
+        RolloutOptions {
+            max_turns: 1,
+            max_calls_per_turn: 1,
+            sampling,
+            gen_batch,
+            gen_tokens,
+            max_episode_tokens: 4096,
+            max_prompt_tokens: None,
+            max_response_tokens: None,
         }
     }
 
@@ -366,56 +385,18 @@ mod tests {
             .enumerate()
             .map(|(i, &n)| (Task { id: format!("t{i}"), family: "f".into(), split: Split::Train, data: serde_json::json!(n) }, i))
             .collect();
-        let opts = RolloutOptions {
-            max_turns: 1,
-            max_calls_per_turn: 1,
-            sampling: SamplingParams { max_new_tokens: 100, ..Default::default() },
-            gen_batch,
-            gen_tokens,
-            max_episode_tokens: 4096,
-            max_prompt_tokens: None,
-            max_response_tokens: None,
-        };
+        let opts = one_turn(SamplingParams { max_new_tokens: 100, ..Default::default() }, gen_batch, gen_tokens);
         let mut policy = Recorder::default();
-        let (episodes, _) = rollout(&Lengths, &Codec, &mut policy, &specs, &opts, &mut |_, _| {}).unwrap();
+        let (episodes, _) = rollout(&Lengths::default(), &Codec, &mut policy, &specs, &opts, &mut |_, _| {}).unwrap();
         assert_eq!(episodes.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
         policy.0
-    }
-
-    /// Records the seed of every episode it starts.
-    #[derive(Default)]
-    struct Seeds(std::sync::Mutex<Vec<u64>>);
-
-    impl Env for Seeds {
-        fn tasks(&self, _: Split) -> Result<Vec<Task>, EnvError> {
-            Ok(vec![])
-        }
-        fn tools(&self) -> Vec<ToolSchema> {
-            vec![]
-        }
-        fn reset(&self, _: &Task) -> Result<Box<dyn EnvSession>, EnvError> {
-            unreachable!("the rollout starts episodes with reset_seeded")
-        }
-        fn reset_seeded(&self, task: &Task, seed: u64) -> Result<Box<dyn EnvSession>, EnvError> {
-            self.0.lock().unwrap().push(seed);
-            Lengths.reset(task)
-        }
     }
 
     fn episode_seeds(sampling_seed: u64) -> Vec<u64> {
         let task = Task { id: "t".into(), family: "f".into(), split: Split::Train, data: serde_json::json!(10) };
         let specs = vec![(task.clone(), 0), (task.clone(), 0), (task.clone(), 1), (task, 1)];
-        let opts = RolloutOptions {
-            max_turns: 1,
-            max_calls_per_turn: 1,
-            sampling: SamplingParams { max_new_tokens: 4, seed: sampling_seed, ..Default::default() },
-            gen_batch: None,
-            gen_tokens: None,
-            max_episode_tokens: 4096,
-            max_prompt_tokens: None,
-            max_response_tokens: None,
-        };
-        let env = Seeds::default();
+        let opts = one_turn(SamplingParams { max_new_tokens: 4, seed: sampling_seed, ..Default::default() }, None, None);
+        let env = Lengths::default();
         rollout(&env, &Codec, &mut Recorder::default(), &specs, &opts, &mut |_, _| {}).unwrap();
         env.0.into_inner().unwrap()
     }
