@@ -187,7 +187,7 @@ fn a_menu_drawn_per_episode_keeps_the_fix_under_its_new_name() {
 }
 
 #[test]
-fn a_menu_order_is_task_or_episode_and_only_the_edit_gyms() {
+fn a_menu_order_is_task_or_episode_and_episode_is_the_edit_gyms_alone() {
     let mut config = EnvConfig { name: "edit".into(), ..EnvConfig::default() };
     config.options.insert("menu_order".into(), serde_json::json!("step"));
     let err = crate::build(&config, sandbox()).err().unwrap().to_string();
