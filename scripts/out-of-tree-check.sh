@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # An env plugin crate outside arl's tree, end to end: `arl new env` writes one into a temporary
 # directory, cargo builds it against this checkout (sharing CARGO_TARGET_DIR, so arl's
-# dependencies are not built again), runs its tests, and its own binary lists the env and trains
-# a step on it with the tiny preset.
+# dependencies are not built again: apps/arl/Cargo.toml's build-sharing pins), runs its tests,
+# and its own binary lists the env and trains a step on it with the tiny preset.
+# `arl new env` is the debug `arl` that `cargo test --workspace` built ($ARL_BIN overrides):
+# `cargo run -p arl` would resolve features for arl alone and compile its crates once more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/arl/target}"
+ARL=${ARL_BIN:-$CARGO_TARGET_DIR/debug/arl}
+[ -x "$ARL" ] || { echo "error: no arl binary at $ARL; run cargo test --workspace first (or set ARL_BIN)" >&2; exit 1; }
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-cargo run --locked -q -p arl -- new env oot-check --out "$dir/oot-check"
+"$ARL" new env oot-check --out "$dir/oot-check" > /dev/null
 (cd "$dir/oot-check" && cargo build -q && cargo test -q)
 bin="$CARGO_TARGET_DIR/debug/oot-check-arl"
 "$bin" list | grep -q "^  oot-check " || { echo "oot-check-arl list does not show the env" >&2; exit 1; }

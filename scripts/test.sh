@@ -59,19 +59,29 @@ if [ "${ARL_SKIP_OUT_OF_TREE:-0}" != 1 ]; then
     scripts/out-of-tree-check.sh
 fi
 
-# The libtorch backend on the CPU: cpu vs tch crosscheck on every fixture checkpoint
-# (libtorch from scripts/setup/libtorch.sh; ARL_SKIP_LIBTORCH=1 skips both).
+# The libtorch backend on the CPU: the integration test modules with `feature = "tch"` code
+# (cpu vs tch crosscheck on every fixture checkpoint, …), built with libtorch linked (libtorch
+# from scripts/setup/libtorch.sh; ARL_SKIP_LIBTORCH=1 skips both). `--workspace` resolves
+# dependency features as the test build above did (with `-p` they differ and wasmtime and burn
+# compile again; apps/arl/Cargo.toml's build-sharing pins cover what libtorch's own build adds),
+# so only burn's facade, burn-dispatch, torch and arl's own crates compile here.
 if [ "${ARL_SKIP_LIBTORCH:-0}" != 1 ]; then
-    echo "== cargo test --features tch"
-    scripts/with-libtorch.sh cargo test --locked -p arl-tests --features tch "$@"
+    mapfile -t tch_modules < <(grep -l 'feature = "tch"' tests/integration/*.rs | sed 's|.*/||; s|\.rs$|::|')
+    echo "== cargo test --features tch (${tch_modules[*]})"
+    scripts/with-libtorch.sh cargo test --locked --workspace --features arl-tests/tch --test integration "$@" \
+        -- "${tch_modules[@]}"
 fi
 
-# The CUDA backend compiles without a GPU or toolkit (compile only; scripts/gpu-check.sh runs it
-# on a GPU). CUDARC_CUDA_VERSION matches the GPU machine's driver. ARL_SKIP_CUDA_BUILD=1 skips.
+# The CUDA backend compiles without a GPU or toolkit: `cargo check` (types, borrows, every
+# cfg(feature = "cuda") line of arl and of its GPU tests; no code generation: the cuda feature
+# changes burn's and serde's features, so a build would compile nearly every dependency again;
+# scripts/gpu-check.sh builds and runs it on a GPU). CUDARC_CUDA_VERSION matches the GPU
+# machine's driver. ARL_SKIP_CUDA_BUILD=1 skips.
 # The `fusion` feature (burn's kernel fusion and autotuning on top) is not compiled here: it
 # recompiles cubecl and burn-cubecl with other features, 18 min more on 2 cores (measured 4 Dec);
 # `ARL_GPU_FEATURES=fusion scripts/gpu-check.sh build` compiles it.
 if [ "${ARL_SKIP_CUDA_BUILD:-0}" != 1 ]; then
-    echo "== cargo build --features cuda (compile only)"
-    CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" cargo build --locked -p arl --features cuda
+    echo "== cargo check --features cuda (compile only)"
+    CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" \
+        cargo check --locked -p arl -p arl-tests --features arl-tests/cuda --bins --tests
 fi
