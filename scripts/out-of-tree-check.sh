@@ -15,8 +15,9 @@ trap 'rm -rf "$dir"' EXIT
 "$ARL" new env oot-check --out "$dir/oot-check" > /dev/null
 # Cargo keys a path dependency's build by its path relative to the workspace that builds it, so
 # arl's own path crates (burn-flex and burn-autodiff from third_party/, arl's crates) compile again
-# here whatever the features; at opt-level 0, as arl's own crates already are (the same code; the
-# step below runs the tiny preset). burn-flex at opt-level 2 alone took 5 of this check's 6 minutes.
+# here whatever the features; the ones arl's profiles optimise are built at opt-level 0 for this
+# check (the same code; the step below runs the tiny preset): burn-flex at opt-level 2 alone took
+# 5 of the check's 6 minutes.
 quick=()
 for crate in burn-flex burn-autodiff arl-qwen3 arl-gguf; do quick+=(--config "profile.dev.package.$crate.opt-level=0"); done
 (cd "$dir/oot-check" && cargo build -q "${quick[@]}" && cargo test -q "${quick[@]}")
