@@ -73,6 +73,15 @@ def question(t, edits, hint=None, text=False):
     )
 
 
+def summarize(rows, keys, **header):
+    """The output document: `header`, each key's mean over templates with its bootstrap interval, the rows."""
+    summary = dict(header, templates=len(rows))
+    for key in keys:
+        values = [r[key] for r in rows]
+        summary[key] = {"mean": sum(values) / len(values), "ci95": bootstrap(values)}
+    return {"summary": summary, "templates": rows}
+
+
 def bootstrap(values, n=10000, seed=0):
     rng = random.Random(seed)
     means = sorted(sum(rng.choices(values, k=len(values))) / len(values) for _ in range(n))
@@ -133,13 +142,10 @@ def main():
                 "picked": "".join(picked),
             }
         )
-    summary = {"model": gguf.name, "adapter": args.adapter, "hint": args.hint, "templates": len(rows)}
-    for key in ("letter_accuracy", "content_correct", "p_fix"):
-        values = [r[key] for r in rows]
-        summary[key] = {"mean": sum(values) / len(values), "ci95": bootstrap(values)}
+    doc = summarize(rows, ("letter_accuracy", "content_correct", "p_fix"), model=gguf.name, adapter=args.adapter, hint=args.hint)
     picks = "".join(r["picked"] for r in rows)
-    summary["letter_share"] = {x: picks.count(x) / len(picks) for x in "ABC"}
-    print(json.dumps({"summary": summary, "templates": rows}, indent=1))
+    doc["summary"]["letter_share"] = {x: picks.count(x) / len(picks) for x in "ABC"}
+    print(json.dumps(doc, indent=1))
 
 
 def answer_logp(tok, model, prefix, answer):
@@ -167,10 +173,7 @@ def score_text(tok, model, bank, gguf, args):
             scores = [answer_logp(tok, model, prefix, f"`{new}`")[0] for _, new in edits]
             hits.append(int(max(range(3), key=lambda k: scores[k]) == 0))
         rows.append({"id": t["id"], "heldout": t["heldout"], "fix_top": sum(hits) / len(hits)})
-    values = [r["fix_top"] for r in rows]
-    summary = {"model": gguf.name, "adapter": args.adapter, "mode": "text", "templates": len(rows)}
-    summary["fix_top"] = {"mean": sum(values) / len(values), "ci95": bootstrap(values)}
-    print(json.dumps({"summary": summary, "templates": rows}, indent=1))
+    print(json.dumps(summarize(rows, ("fix_top",), model=gguf.name, adapter=args.adapter, mode="text"), indent=1))
 
 
 def score_code(tok, model, bank, gguf, args):
@@ -201,11 +204,8 @@ def score_code(tok, model, bank, gguf, args):
                 "logp_sum": [round(x[0], 3) for x in scores],
             }
         )
-    summary = {"model": gguf.name, "adapter": args.adapter, "mode": "code", "templates": len(rows)}
-    for key in ("fix_top_sum", "fix_top_mean", "fix_above_unchanged"):
-        values = [r[key] for r in rows]
-        summary[key] = {"mean": sum(values) / len(values), "ci95": bootstrap(values)}
-    print(json.dumps({"summary": summary, "templates": rows}, indent=1))
+    keys = ("fix_top_sum", "fix_top_mean", "fix_above_unchanged")
+    print(json.dumps(summarize(rows, keys, model=gguf.name, adapter=args.adapter, mode="code"), indent=1))
 
 
 if __name__ == "__main__":
