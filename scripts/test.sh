@@ -79,7 +79,7 @@ fi
 # machine's driver. ARL_SKIP_CUDA_BUILD=1 skips.
 # The `fusion` feature (burn's kernel fusion and autotuning on top) is not compiled here: it
 # recompiles cubecl and burn-cubecl with other features, 18 min more on 2 cores (measured 4 Dec);
-# `ARL_GPU_FEATURES=fusion scripts/gpu-check.sh build` compiles it.
+# `scripts/gpu-check.sh build` compiles it beside `cuda`.
 if [ "${ARL_SKIP_CUDA_BUILD:-0}" != 1 ]; then
     echo "== cargo check --features cuda (compile only)"
     CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" \

@@ -13,6 +13,12 @@ libtorch backend beside burn-flex (a `--features tch` build, `scripts/with-libto
     python3 scripts/bench/peer.py compare --arl NEW/arl --arl-before TCH/arl --before-args "--backend tch" \
         --before-label "arl tch" --model llama-135m --what score
 
+`--column 'LABEL|BINARY|FLAGS'` (repeatable) adds more binaries the same way, each its own column
+and ratios (the GPU check puts the fusion build and libtorch's CUDA beside burn-cuda):
+
+    python3 scripts/bench/peer.py compare --arl cuda/arl --column 'arl fusion|fusion/arl' \
+        --column 'arl tch-cuda|tch/arl|--backend tch-cuda' --model qwen3-0.6b --backend cuda --dtype bf16
+
 `compare` exports the model's weights with `arl bench export` (a preset's seeded random
 weights; a directory is used as it is), then runs, as separate processes taking turns
 (arl, peer, arl, peer, …, `--runs` pairs):
@@ -230,9 +236,22 @@ def run_json(cmd):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def columns(a):
+    """The extra arl columns, `(label, binary, flags)` in order: `--arl-before`, then each `--column`."""
+    cols = []
+    if a.arl_before:
+        cols.append((a.before_label, a.arl_before, a.before_args))
+    for c in a.column or []:
+        parts = c.split("|", 2)
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            sys.exit(f"peer.py: --column {c!r}: expected LABEL|BINARY or LABEL|BINARY|FLAGS")
+        cols.append((parts[0], parts[1], parts[2] if len(parts) == 3 else ""))
+    return [(label, str(Path(b).resolve()), flags) for label, b, flags in cols]
+
+
 def compare(a):
     arl = str(Path(a.arl).resolve())
-    before = str(Path(a.arl_before).resolve()) if a.arl_before else None
+    others = columns(a)
     me = [sys.executable, str(Path(__file__).resolve())]
     tmp = None
     model_dir = a.model
@@ -246,7 +265,7 @@ def compare(a):
     peer_device = "cuda" if a.backend in ("cuda", "tch-cuda") else "cpu"
 
     def with_on(extra):
-        """`on`, less the flags that `extra` (--before-args) sets itself, then `extra`."""
+        """`on`, less the flags that `extra` (a column's flags) sets itself, then `extra`."""
         kept = [x for i in range(0, len(on), 2) if on[i] not in extra for x in on[i:i + 2]]
         return [*kept, *extra]
     gen = ["--batch", str(a.batch), "--prompt-len", str(a.prompt_len), "--new-tokens", str(a.new_tokens), "--seed", str(a.seed)]
@@ -259,31 +278,30 @@ def compare(a):
         pairs.append(("gen", ["bench", "gen", "--model", model_dir, *gen], [*me, "gen", *peer_common, *gen]))
     if "score" in a.what:
         pairs.append(("score", ["bench", "score", "--model", model_dir, *score], [*me, "score", *peer_common, *score]))
+    # Each run: (arl, peer, [each column's]), the columns first in every round.
     results = {}
     for name, arl_args, peer_cmd in pairs:
         runs = []
         for i in range(a.runs):
-            old = run_json([before, *arl_args, *with_on(shlex.split(a.before_args))]) if before else None
+            cols = [run_json([b, *arl_args, *with_on(shlex.split(flags))]) for _, b, flags in others]
             ours = run_json([arl, *arl_args, *on])
             theirs = run_json(peer_cmd)
-            runs.append((ours, theirs, old))
-            if old is not None:
-                print(f"# {name} run {i + 1}/{a.runs}: {a.before_label} {json.dumps(old)}", file=sys.stderr)
+            runs.append((ours, theirs, cols))
+            for (label, _, _), c in zip(others, cols):
+                print(f"# {name} run {i + 1}/{a.runs}: {label} {json.dumps(c)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: arl {json.dumps(ours)}", file=sys.stderr)
             print(f"# {name} run {i + 1}/{a.runs}: peer {json.dumps(theirs)}", file=sys.stderr)
         results[name] = runs
-    sides = f"{a.before_label}, arl and peer" if before else "arl and peer"
+    labels = [label for label, _, _ in others]
+    sides = ", ".join([*labels, "arl"]) + " and peer"
     print(f"model `{a.model}`, arl `--backend {a.backend} --dtype {a.dtype}`, peer on {peer_device} in {a.dtype}; "
           f"{a.runs} run(s) of {sides}, taking turns; medians; ratios pair by pair, then the median: "
           "above 1 the first is faster in tokens/s, below 1 it uses less memory")
     print()
-    if before:
-        lb = a.before_label
-        print(f"| bench | figure | {lb} | arl | peer | {lb} / peer | arl / peer | arl / {lb} |")
-        print("|---|---|---|---|---|---|---|---|")
-    else:
-        print("| bench | figure | arl | peer | ratio |")
-        print("|---|---|---|---|---|")
+    head = [*labels, "arl", "peer", *(f"{lb} / peer" for lb in labels), "arl / peer" if labels else "ratio",
+            *(f"arl / {lb}" for lb in labels)]
+    print("| bench | figure | " + " | ".join(head) + " |")
+    print("|---|---|" + "---|" * len(head))
     keys = {
         "gen": ["new_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s", "peak_rss_mb"],
         "score": ["tokens_per_s", "peak_rss_mb"],
@@ -292,31 +310,30 @@ def compare(a):
     def ratio(xs, ys):
         return statistics.median(x / y for x, y in zip(xs, ys))
 
+    med = statistics.median
     for name, runs in results.items():
         peer_name = "HF generate" if name == "gen" else "PyTorch eager"
         for k in keys[name]:
-            if any(r[0].get(k) is None or r[1].get(k) is None for r in runs):
+            if any(r[0].get(k) is None or r[1].get(k) is None or any(c.get(k) is None for c in r[2]) for r in runs):
                 continue
             ours = [r[0][k] for r in runs]
             theirs = [r[1][k] for r in runs]
-            med = statistics.median
-            if before:
-                old = [r[2][k] for r in runs]
-                print(f"| {name} (vs {peer_name}) | {k} | {med(old):.4g} | {med(ours):.4g} | {med(theirs):.4g} | "
-                      f"{ratio(old, theirs):.3f} | {ratio(ours, theirs):.3f} | {ratio(ours, old):.3f} |")
-            else:
-                print(f"| {name} (vs {peer_name}) | {k} | {med(ours):.4g} | {med(theirs):.4g} | {ratio(ours, theirs):.3f} |")
+            cols = [[r[2][j][k] for r in runs] for j in range(len(others))]
+            cells = [*(f"{med(c):.4g}" for c in cols), f"{med(ours):.4g}", f"{med(theirs):.4g}",
+                     *(f"{ratio(c, theirs):.3f}" for c in cols), f"{ratio(ours, theirs):.3f}",
+                     *(f"{ratio(ours, c):.3f}" for c in cols)]
+            print(f"| {name} (vs {peer_name}) | {k} | " + " | ".join(cells) + " |")
         device_mb = [r[1]["peak_device_mb"] for r in runs if r[1].get("peak_device_mb") is not None]
         if device_mb:
-            print(f"| {name} (vs {peer_name}) | peer peak_device_mb (torch.cuda.max_memory_allocated) | | "
-                  f"{statistics.median(device_mb):.4g} | |" + (" | | |" if before else ""))
+            cells = ["" for _ in labels] + ["", f"{med(device_mb):.4g}"] + ["" for _ in range(len(head) - len(labels) - 2)]
+            print(f"| {name} (vs {peer_name}) | peer peak_device_mb (torch.cuda.max_memory_allocated) | " + " | ".join(cells) + " |")
         if name == "score":
-            o, t, b = runs[0]
+            o, t, cs = runs[0]
             print()
-            old = f"{a.before_label} {b['first_loss']:.6f} / " if b else ""
-            old_g = f"{a.before_label} {b['first_grad_norm']:.6f} / " if b else ""
-            print(f"warm-up step: loss {old}arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
-                  f"grad norm {old_g}arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
+            loss = "".join(f"{lb} {c['first_loss']:.6f} / " for lb, c in zip(labels, cs))
+            grad = "".join(f"{lb} {c['first_grad_norm']:.6f} / " for lb, c in zip(labels, cs))
+            print(f"warm-up step: loss {loss}arl {o['first_loss']:.6f} / torch {t['first_loss']:.6f}; "
+                  f"grad norm {grad}arl {o['first_grad_norm']:.6f} / torch {t['first_grad_norm']:.6f}")
     if tmp:
         tmp.cleanup()
 
@@ -347,6 +364,8 @@ def main():
     q.add_argument("--arl-before", help="an older arl binary to run in the same rounds (before/after)")
     q.add_argument("--before-args", default="", help="extra flags for --arl-before (e.g. \"--backend tch\")")
     q.add_argument("--before-label", default="arl before", help="the column name of --arl-before")
+    q.add_argument("--column", action="append", metavar="LABEL|BINARY[|FLAGS]",
+                   help="one more arl binary in the same rounds, its own column (repeatable; after --arl-before's)")
     q.add_argument("--model", required=True, help="arl preset name or HF model directory")
     q.add_argument("--what", default="gen,score")
     q.add_argument("--runs", type=int, default=3)
