@@ -7,8 +7,8 @@
 # libtorch 2.11 the machine has.
 #
 #   scripts/tch-cuda-binary.sh build   # here: venv with torch 2.11 (≈7 GB with its CUDA wheels),
-#                                      # dist/tch-cuda/arl (stripped), and a CPU smoke test against
-#                                      # pip torch 2.11 (crosscheck cpu,tch on a fixture)
+#                                      # dist/tch-cuda/arl (a release build, stripped), and a CPU
+#                                      # smoke test against pip torch 2.11 (crosscheck cpu,tch on a fixture)
 #   scripts/tch-cuda-binary.sh run     # on the GPU machine: finds torch/lib of its python and
 #                                      # runs crosscheck cpu,tch-cuda on the fixtures
 #
@@ -29,9 +29,11 @@ build)
     export CARGO_TARGET_DIR="${ARL_TCH211_TARGET:-$HOME/.cache/arl/target-torch-2.11}"
     export PATH="$VENV/bin:$PATH" LIBTORCH_USE_PYTORCH=1 LIBTORCH_BYPASS_VERSION_CHECK=1
     unset VIRTUAL_ENV LIBTORCH
-    cargo build --locked -p arl --features tch
+    # Release: the dev profile leaves arl's own crates unoptimized (the H200 check's 2.40× HF
+    # generate was such a build).
+    cargo build --release --locked -p arl --features tch
     mkdir -p "$OUT"
-    cp "$CARGO_TARGET_DIR/debug/arl" "$OUT/arl"
+    cp "$CARGO_TARGET_DIR/release/arl" "$OUT/arl"
     strip "$OUT/arl"
     # For the device tool's 64 MiB carry beside dist/gpu: carry dist/tch-cuda/arl.xz
     # (scripts/gpu-check.sh run unpacks it).
