@@ -29,8 +29,8 @@ build)
     export CARGO_TARGET_DIR="${ARL_TCH211_TARGET:-$HOME/.cache/arl/target-torch-2.11}"
     export PATH="$VENV/bin:$PATH" LIBTORCH_USE_PYTORCH=1 LIBTORCH_BYPASS_VERSION_CHECK=1
     unset VIRTUAL_ENV LIBTORCH
-    # Release: the dev profile leaves arl's own crates unoptimized (the H200 check's 2.40× HF
-    # generate was such a build).
+    # Release: a dev build runs the CPU path 2.1–2.4× slower (measured, the cause not settled:
+    # results/tools-warm-start-4/README.md); the H200 check's 2.40× HF generate was a dev build.
     cargo build --release --locked -p arl --features tch
     mkdir -p "$OUT"
     cp "$CARGO_TARGET_DIR/release/arl" "$OUT/arl"
